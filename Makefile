@@ -1,0 +1,32 @@
+# One-line targets; longer logic lives in scripts/.
+GO      ?= go
+BIN     := bin
+DATA    ?= $(CURDIR)/data
+
+.PHONY: all build run test race lint fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+run: build
+	scripts/run.sh $(BIN) $(DATA)
+
+test: lint
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+race:
+	$(GO) test -race -count=1 ./...
+
+lint:
+	scripts/lint.sh
+
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,356 @@
+package remoting
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxFrameSize is the largest length field accepted, as Java's NettyDecoder
+// (com.rocketmq.remoting.frameMaxLength, 16 MiB).
+const MaxFrameSize = 16 << 20
+
+// rocketMQFixedHeaderLen is the fixed part of a binary header: code 2, language 1,
+// version 2, opaque 4, flag 4, remark length 4, extFields length 4.
+const rocketMQFixedHeaderLen = 21
+
+// Errors from the codec. A connection that produced one of these is closed:
+// after a bad frame its byte stream cannot be trusted to be in sync.
+var (
+	// ErrFrameTooLarge means a length field over MaxFrameSize.
+	ErrFrameTooLarge = errors.New("remoting: frame larger than 16 MiB")
+	// ErrFrameTooShort means a length field too small to hold the header word.
+	ErrFrameTooShort = errors.New("remoting: frame shorter than its header word")
+	// ErrBadHeaderLength means a header length beyond the frame's end.
+	ErrBadHeaderLength = errors.New("remoting: header length beyond the frame")
+	// ErrUnknownSerializeType means a header word naming neither JSON nor ROCKETMQ.
+	ErrUnknownSerializeType = errors.New("remoting: unknown serialize type")
+	// ErrBadHeader means a header that does not parse in its serialize type.
+	ErrBadHeader = errors.New("remoting: malformed header")
+)
+
+// FrameLength checks the 4-byte length prefix of a frame and returns the number of
+// bytes that follow it. It never trusts a length before checking its bounds, so a
+// lying peer cannot make us allocate.
+func FrameLength(prefix []byte) (int, error) {
+	n := int(int32(binary.BigEndian.Uint32(prefix)))
+	switch {
+	case n > MaxFrameSize:
+		return 0, fmt.Errorf("%w: length %d", ErrFrameTooLarge, n)
+	case n < 4:
+		return 0, fmt.Errorf("%w: length %d", ErrFrameTooShort, n)
+	}
+	return n, nil
+}
+
+// DecodeFrame decodes the bytes after the length prefix: header word, header,
+// body. The body is copied, so frame may be reused after the call.
+func DecodeFrame(frame []byte) (*Command, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooShort, len(frame))
+	}
+	word := binary.BigEndian.Uint32(frame)
+	st := SerializeType(word >> 24)
+	hlen := int(word & 0xFFFFFF)
+	if hlen > len(frame)-4 {
+		return nil, fmt.Errorf("%w: header %d bytes, frame %d", ErrBadHeaderLength, hlen, len(frame))
+	}
+	header := frame[4 : 4+hlen]
+	var (
+		cmd *Command
+		err error
+	)
+	switch st {
+	case JSONSerialize:
+		cmd, err = decodeJSONHeader(header)
+	case RocketMQSerialize:
+		cmd, err = decodeRocketMQHeader(header)
+	default:
+		return nil, fmt.Errorf("%w: %d", ErrUnknownSerializeType, st)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cmd.SerializeType = st
+	if body := frame[4+hlen:]; len(body) > 0 {
+		cmd.Body = bytes.Clone(body)
+	}
+	return cmd, nil
+}
+
+// ReadCommand reads one frame from r. It allocates only after the length field
+// has passed its bounds check.
+func ReadCommand(r io.Reader) (*Command, error) {
+	var prefix [4]byte
+	if _, err := io.ReadFull(r, prefix[:]); err != nil {
+		return nil, err
+	}
+	n, err := FrameLength(prefix[:])
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, n)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return nil, err
+	}
+	return DecodeFrame(frame)
+}
+
+// AppendFrame appends the whole frame of c (length prefix included) to dst.
+func AppendFrame(dst []byte, c *Command) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and header word, patched below
+	switch c.SerializeType {
+	case JSONSerialize:
+		dst = appendJSONHeader(dst, c)
+	case RocketMQSerialize:
+		var err error
+		if dst, err = appendRocketMQHeader(dst, c); err != nil {
+			return dst[:start], err
+		}
+	default:
+		return dst[:start], fmt.Errorf("%w: %d", ErrUnknownSerializeType, c.SerializeType)
+	}
+	hlen := len(dst) - start - 8
+	if hlen > 0xFFFFFF {
+		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hlen)
+	}
+	total := 4 + hlen + len(c.Body)
+	if total > MaxFrameSize {
+		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
+	}
+	dst = append(dst, c.Body...)
+	binary.BigEndian.PutUint32(dst[start:], uint32(total))
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(c.SerializeType)<<24|uint32(hlen))
+	return dst, nil
+}
+
+// EncodeFrame returns the whole frame of c in a new buffer.
+func EncodeFrame(c *Command) ([]byte, error) {
+	return AppendFrame(make([]byte, 0, 160+len(c.Body)+32*len(c.ExtFields)), c)
+}
+
+// jsonHeader mirrors RemotingCommand's bean properties. Language is raw because
+// Java and Go write the enum name but some clients write its number.
+type jsonHeader struct {
+	Code      int32             `json:"code"`
+	Language  json.RawMessage   `json:"language"`
+	Version   int32             `json:"version"`
+	Opaque    int32             `json:"opaque"`
+	Flag      int32             `json:"flag"`
+	Remark    string            `json:"remark"`
+	ExtFields map[string]string `json:"extFields"`
+}
+
+// looseHeader is the fallback for headers whose extFields carry non-string
+// values (fastjson is lenient about them, so we are too).
+type looseHeader struct {
+	ExtFields map[string]any `json:"extFields"`
+}
+
+func decodeJSONHeader(b []byte) (*Command, error) {
+	if cmd, ok := parseJSONHeaderFast(b); ok {
+		return cmd, nil
+	}
+	return decodeJSONHeaderStd(b)
+}
+
+// decodeJSONHeaderStd is the reference decoder: encoding/json, lenient about
+// extFields value types.
+func decodeJSONHeaderStd(b []byte) (*Command, error) {
+	var h jsonHeader
+	if err := json.Unmarshal(b, &h); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) || typeErr.Field == "" || !strings.HasPrefix(typeErr.Field, "extFields") {
+			return nil, fmt.Errorf("%w: json: %v", ErrBadHeader, err)
+		}
+		h.ExtFields = nil
+		var loose looseHeader
+		if err := json.Unmarshal(b, &loose); err != nil {
+			return nil, fmt.Errorf("%w: json: %v", ErrBadHeader, err)
+		}
+		h.ExtFields = make(map[string]string, len(loose.ExtFields))
+		for k, v := range loose.ExtFields {
+			switch v := v.(type) {
+			case string:
+				h.ExtFields[k] = v
+			case nil:
+			default:
+				raw, _ := json.Marshal(v)
+				h.ExtFields[k] = string(raw)
+			}
+		}
+	}
+	cmd := &Command{
+		Code: h.Code, Version: h.Version, Opaque: h.Opaque, Flag: h.Flag,
+		Remark: h.Remark, ExtFields: h.ExtFields, Language: LangOther,
+	}
+	if len(h.Language) > 0 {
+		if h.Language[0] == '"' {
+			var s string
+			if err := json.Unmarshal(h.Language, &s); err == nil {
+				cmd.Language = ParseLanguage(s)
+			}
+		} else if n, err := strconv.Atoi(string(h.Language)); err == nil && n >= 0 && n < len(languageNames) {
+			cmd.Language = LanguageCode(n)
+		}
+	}
+	return cmd, nil
+}
+
+// appendJSONHeader writes the header as compact JSON. remark and extFields are
+// always present (the official Go client writes them the same way).
+func appendJSONHeader(dst []byte, c *Command) []byte {
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(c.Code), 10)
+	dst = append(dst, `,"language":"`...)
+	dst = append(dst, c.Language.String()...)
+	dst = append(dst, `","version":`...)
+	dst = strconv.AppendInt(dst, int64(c.Version), 10)
+	dst = append(dst, `,"opaque":`...)
+	dst = strconv.AppendInt(dst, int64(c.Opaque), 10)
+	dst = append(dst, `,"flag":`...)
+	dst = strconv.AppendInt(dst, int64(c.Flag), 10)
+	dst = append(dst, `,"remark":`...)
+	dst = AppendJSONString(dst, c.Remark)
+	dst = append(dst, `,"extFields":{`...)
+	first := true
+	for k, v := range c.ExtFields {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = AppendJSONString(dst, k)
+		dst = append(dst, ':')
+		dst = AppendJSONString(dst, v)
+	}
+	dst = append(dst, `},"serializeTypeCurrentRPC":"JSON"}`...)
+	return dst
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendJSONString appends s as a JSON string. Control characters (message
+// properties use \x01 and \x02) become \u00XX escapes; invalid UTF-8 becomes
+// U+FFFD as encoding/json does.
+func AppendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func decodeRocketMQHeader(b []byte) (*Command, error) {
+	if len(b) < rocketMQFixedHeaderLen {
+		return nil, fmt.Errorf("%w: binary header of %d bytes", ErrBadHeader, len(b))
+	}
+	cmd := &Command{
+		Code:     int32(int16(binary.BigEndian.Uint16(b[0:]))),
+		Language: LanguageCode(b[2]),
+		Version:  int32(int16(binary.BigEndian.Uint16(b[3:]))),
+		Opaque:   int32(binary.BigEndian.Uint32(b[5:])),
+		Flag:     int32(binary.BigEndian.Uint32(b[9:])),
+	}
+	p := 13
+	remarkLen := int(int32(binary.BigEndian.Uint32(b[p:])))
+	p += 4
+	if remarkLen < 0 || remarkLen > len(b)-p-4 {
+		return nil, fmt.Errorf("%w: remark length %d", ErrBadHeader, remarkLen)
+	}
+	cmd.Remark = string(b[p : p+remarkLen])
+	p += remarkLen
+	extLen := int(int32(binary.BigEndian.Uint32(b[p:])))
+	p += 4
+	if extLen < 0 || extLen != len(b)-p {
+		return nil, fmt.Errorf("%w: extFields length %d, %d bytes left", ErrBadHeader, extLen, len(b)-p)
+	}
+	if extLen > 0 {
+		cmd.ExtFields = make(map[string]string)
+	}
+	for end := p + extLen; p < end; {
+		if end-p < 2 {
+			return nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
+		}
+		kl := int(int16(binary.BigEndian.Uint16(b[p:])))
+		p += 2
+		if kl < 0 || kl > end-p-4 {
+			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
+		}
+		k := string(b[p : p+kl])
+		p += kl
+		vl := int(int32(binary.BigEndian.Uint32(b[p:])))
+		p += 4
+		if vl < 0 || vl > end-p {
+			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
+		}
+		cmd.ExtFields[k] = string(b[p : p+vl])
+		p += vl
+	}
+	return cmd, nil
+}
+
+func appendRocketMQHeader(dst []byte, c *Command) ([]byte, error) {
+	if c.Code > 0x7FFF || c.Code < -0x8000 || c.Version > 0x7FFF || c.Version < -0x8000 {
+		return dst, fmt.Errorf("%w: code %d or version %d does not fit the binary header's int16", ErrBadHeader, c.Code, c.Version)
+	}
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(c.Code)))
+	dst = append(dst, byte(c.Language))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(int16(c.Version)))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Opaque))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(c.Flag))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(c.Remark)))
+	dst = append(dst, c.Remark...)
+	lenAt := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	for k, v := range c.ExtFields {
+		if len(k) > 0x7FFF {
+			return dst, fmt.Errorf("%w: extFields key of %d bytes", ErrBadHeader, len(k))
+		}
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(k)))
+		dst = append(dst, k...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
+		dst = append(dst, v...)
+	}
+	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
+	return dst, nil
+}

@@ -1,0 +1,353 @@
+package remoting
+
+import (
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// parseJSONHeaderFast decodes the JSON header shapes real clients send (an
+// object of numbers, strings and one flat string map) without reflection. It
+// reports ok=false for anything else (nested values it does not expect,
+// non-string extFields values, numbers out of range, malformed text), and the
+// caller then falls back to encoding/json, which has the final word on
+// validity. The fuzz test checks both paths agree.
+func parseJSONHeaderFast(b []byte) (cmd *Command, ok bool) {
+	p := jsonScanner{b: b}
+	cmd = &Command{Language: LangOther}
+	if !p.consume('{') {
+		return nil, false
+	}
+	if p.consume('}') {
+		return cmd, p.atEnd()
+	}
+	for {
+		key, ok := p.str()
+		if !ok || !p.consume(':') {
+			return nil, false
+		}
+		switch key {
+		case "code", "version", "opaque", "flag":
+			n, ok := p.int32()
+			if !ok {
+				return nil, false
+			}
+			switch key {
+			case "code":
+				cmd.Code = n
+			case "version":
+				cmd.Version = n
+			case "opaque":
+				cmd.Opaque = n
+			default:
+				cmd.Flag = n
+			}
+		case "language":
+			if p.peek() == '"' {
+				s, ok := p.str()
+				if !ok {
+					return nil, false
+				}
+				cmd.Language = ParseLanguage(s)
+			} else {
+				n, ok := p.int32()
+				if !ok {
+					return nil, false
+				}
+				if n >= 0 && int(n) < len(languageNames) {
+					cmd.Language = LanguageCode(n)
+				}
+			}
+		case "remark":
+			if p.null() {
+				cmd.Remark = ""
+				break
+			}
+			s, ok := p.str()
+			if !ok {
+				return nil, false
+			}
+			cmd.Remark = s
+		case "extFields":
+			if p.null() {
+				break
+			}
+			m, ok := p.stringMap()
+			if !ok {
+				return nil, false
+			}
+			cmd.ExtFields = m
+		case "serializeTypeCurrentRPC":
+			if !p.null() {
+				if _, ok := p.str(); !ok {
+					return nil, false
+				}
+			}
+		default:
+			return nil, false // unknown key: let encoding/json judge it
+		}
+		if p.consume(',') {
+			continue
+		}
+		if p.consume('}') {
+			return cmd, p.atEnd()
+		}
+		return nil, false
+	}
+}
+
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (p *jsonScanner) skipSpace() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonScanner) peek() byte {
+	p.skipSpace()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+func (p *jsonScanner) consume(c byte) bool {
+	if p.peek() == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *jsonScanner) atEnd() bool {
+	p.skipSpace()
+	return p.i == len(p.b)
+}
+
+func (p *jsonScanner) null() bool {
+	p.skipSpace()
+	if len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "null" {
+		p.i += 4
+		return true
+	}
+	return false
+}
+
+func (p *jsonScanner) int32() (int32, bool) {
+	p.skipSpace()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	// JSON forbids leading zeros; fractions and exponents go to the slow path.
+	if p.i == digits || (p.b[digits] == '0' && p.i-digits > 1) {
+		return 0, false
+	}
+	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 32)
+	return int32(n), err == nil
+}
+
+// str reads a JSON string. Without escapes the result shares no memory with
+// the input (string conversion copies), so the frame buffer can be reused.
+func (p *jsonScanner) str() (string, bool) {
+	if !p.consume('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			p.i++
+			if !utf8.Valid(s) {
+				return "", false // encoding/json substitutes U+FFFD; leave that to it
+			}
+			return string(s), true
+		case c == '\\':
+			return p.strEscaped(start)
+		case c < 0x20:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+func (p *jsonScanner) strEscaped(start int) (string, bool) {
+	out := make([]byte, 0, p.i-start+16)
+	out = append(out, p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			if !utf8.Valid(out) {
+				return "", false
+			}
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			return "", false
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", false
+			}
+			if utf16.IsSurrogate(r) {
+				// A surrogate must be followed by its pair; a lone one is left to
+				// encoding/json, which replaces it.
+				if len(p.b)-p.i < 6 || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
+					return "", false
+				}
+				p.i += 2
+				r2, ok := p.hex4()
+				if !ok {
+					return "", false
+				}
+				r = utf16.DecodeRune(r, r2)
+				if r == utf8.RuneError {
+					return "", false
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (p *jsonScanner) hex4() (rune, bool) {
+	if len(p.b)-p.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.b[p.i : p.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return r, true
+}
+
+func (p *jsonScanner) stringMap() (map[string]string, bool) {
+	if !p.consume('{') {
+		return nil, false
+	}
+	m := make(map[string]string, 16)
+	if p.consume('}') {
+		return m, true
+	}
+	for {
+		k, ok := p.internedStr()
+		if !ok || !p.consume(':') {
+			return nil, false
+		}
+		if p.null() {
+			return nil, false // the slow path drops nulls; keep one source of truth
+		}
+		v, ok := p.internedStr()
+		if !ok {
+			return nil, false
+		}
+		if _, dup := m[k]; dup {
+			return nil, false // encoding/json keeps the last; let it decide
+		}
+		m[k] = v
+		if p.consume(',') {
+			continue
+		}
+		return m, p.consume('}')
+	}
+}
+
+// internedHeaderStrings holds header keys and values that nearly every request
+// carries, so decoding them allocates nothing. Read-only after init.
+var internedHeaderStrings = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		// SEND_MESSAGE, its V2 short keys, PULL_MESSAGE, offsets, END_TRANSACTION, admin
+		"producerGroup", "topic", "queueId", "sysFlag", "bornTimestamp", "flag", "reconsumeTimes",
+		"unitMode", "maxReconsumeTimes", "defaultTopic", "defaultTopicQueueNums", "batch", "properties",
+		"bname", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n",
+		"consumerGroup", "queueOffset", "maxMsgNums", "commitOffset", "suspendTimeoutMillis",
+		"subscription", "subVersion", "expressionType", "offset", "timestamp", "group", "delayLevel",
+		"originMsgId", "originTopic", "tranStateTableOffset", "commitLogOffset", "commitOrRollback",
+		"fromTransactionCheck", "msgId", "transactionId", "brokerName", "brokerAddr", "clusterName",
+		"haServerAddr", "brokerId", "compressed", "bodyCrc32", "nextBeginOffset", "minOffset",
+		"maxOffset", "suggestWhichBrokerId", "MSG_REGION", "TRACE_ON",
+		// values
+		"0", "1", "2", "4", "6", "-1", "8", "12", "16", "32", "20000", "true", "false",
+		"TBW102", "TAG", "SQL92", "*", "DefaultRegion", "DefaultCluster",
+	} {
+		m[s] = s
+	}
+	return m
+}()
+
+// internedStr is str that returns a shared copy of common strings.
+func (p *jsonScanner) internedStr() (string, bool) {
+	p.skipSpace()
+	if p.i < len(p.b) && p.b[p.i] == '"' {
+		// Fast check: a short escape-free string can be looked up without allocating.
+		end := p.i + 1
+		for end < len(p.b) && end-p.i < 32 && p.b[end] != '"' && p.b[end] != '\\' && p.b[end] >= 0x20 {
+			end++
+		}
+		if end < len(p.b) && p.b[end] == '"' {
+			if s, ok := internedHeaderStrings[string(p.b[p.i+1:end])]; ok {
+				p.i = end + 1
+				return s, true
+			}
+		}
+	}
+	return p.str()
+}

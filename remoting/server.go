@@ -1,0 +1,338 @@
+package remoting
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
+)
+
+// ProcessorFunc handles one request on a worker of the pool it was registered
+// with. It returns the response, or nil when it answers later through
+// Conn.Reply (a parked long-poll) or owes no answer. A returned error becomes
+// SYSTEM_ERROR with the error text as remark. It must not keep req.Body after
+// returning unless it copied it.
+type ProcessorFunc func(c *Conn, req *Command) (*Command, error)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Addr is host:port to listen on; port 0 picks a free one (see Server.Addr).
+	Addr string
+	// Logger receives lifecycle lines and one line per rejected peer.
+	Logger logrus.FieldLogger
+	// MaxFramesPerWake bounds how many frames one connection may decode per
+	// event-loop wake, so a fast client cannot starve the others (default 64).
+	MaxFramesPerWake int
+	// IdleTimeout closes a connection that sent nothing for this long (default
+	// 120 s, as RocketMQ's serverChannelMaxIdleTimeSeconds).
+	IdleTimeout time.Duration
+	// NumEventLoops is the number of gnet event loops (0: one per CPU).
+	NumEventLoops int
+}
+
+type route struct {
+	pool *Pool
+	fn   ProcessorFunc
+}
+
+// Server is a RocketMQ remoting server on gnet. Register processors and pools
+// before Start; they are read without locks afterwards.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg    ServerConfig
+	log    logrus.FieldLogger
+	routes map[RequestCode]route
+	pools  []*Pool
+
+	onOpen  []func(*Conn)
+	onClose []func(*Conn)
+
+	eng      gnet.Engine
+	addr     string
+	booted   chan struct{}
+	runDone  chan error
+	runErr   error
+	conns    sync.Map // uint64 -> *Conn
+	nextID   atomic.Uint64
+	opaque   atomic.Int32
+	started  atomic.Bool
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// NewServer returns a server that is not yet listening.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.MaxFramesPerWake <= 0 {
+		cfg.MaxFramesPerWake = 64
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 120 * time.Second
+	}
+	if cfg.Logger == nil {
+		l := logrus.New()
+		l.SetLevel(logrus.WarnLevel)
+		cfg.Logger = l
+	}
+	return &Server{
+		cfg:     cfg,
+		log:     cfg.Logger.WithField("component", "remoting"),
+		routes:  make(map[RequestCode]route),
+		booted:  make(chan struct{}),
+		runDone: make(chan error, 1),
+	}
+}
+
+// NewPool creates a worker pool owned by the server: workers goroutines and a
+// queue of queueLen requests. A full queue answers SYSTEM_BUSY.
+func (s *Server) NewPool(name string, workers, queueLen int) *Pool {
+	p := newPool(name, workers, queueLen)
+	s.pools = append(s.pools, p)
+	return p
+}
+
+// Handle routes requests with code to fn, run on pool.
+func (s *Server) Handle(code RequestCode, pool *Pool, fn ProcessorFunc) {
+	s.routes[code] = route{pool: pool, fn: fn}
+}
+
+// OnConnOpen registers a hook run on the event loop when a peer connects. It must not block.
+func (s *Server) OnConnOpen(fn func(*Conn)) { s.onOpen = append(s.onOpen, fn) }
+
+// OnConnClose registers a hook run on the event loop when a connection closes
+// (nameservers drop the broker, brokers drop the client). It must not block.
+func (s *Server) OnConnClose(fn func(*Conn)) { s.onClose = append(s.onClose, fn) }
+
+// Start listens and returns once the server accepts connections, or with the
+// listen error.
+func (s *Server) Start() error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("remoting: server already started")
+	}
+	opts := []gnet.Option{
+		gnet.WithMulticore(true),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReuseAddr(true),
+		gnet.WithLogger(s.cfg.Logger.WithField("component", "gnet")),
+	}
+	if s.cfg.NumEventLoops > 0 {
+		opts = append(opts, gnet.WithNumEventLoop(s.cfg.NumEventLoops))
+	}
+	go func() {
+		s.runDone <- gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+	}()
+	select {
+	case <-s.booted:
+		s.log.WithField("addr", s.addr).Info("listening")
+		return nil
+	case err := <-s.runDone:
+		s.runErr = err
+		close(s.runDone)
+		for _, p := range s.pools {
+			p.stop()
+		}
+		if err == nil {
+			err = errors.New("remoting: engine stopped before it started")
+		}
+		return fmt.Errorf("remoting: listen on %s: %w", s.cfg.Addr, err)
+	}
+}
+
+// Addr is the address the server listens on, with the real port when the
+// configured one was 0. Valid after Start.
+func (s *Server) Addr() string { return s.addr }
+
+// Shutdown stops taking new requests (they get SYSTEM_BUSY), lets the workers
+// finish what they hold, then closes every connection and the listener. Safe to
+// call twice; later calls return the first result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.stopping.Store(true)
+		for _, p := range s.pools {
+			select {
+			case <-p.stop():
+			case <-ctx.Done():
+				s.log.WithField("pool", p.name).Warn("shutdown: workers still busy at deadline")
+			}
+		}
+		if !s.started.Load() || s.eng.Validate() != nil {
+			return
+		}
+		if err := s.eng.Stop(ctx); err != nil {
+			s.stopErr = fmt.Errorf("remoting: stop engine: %w", err)
+			return
+		}
+		select {
+		case <-s.runDone:
+		case <-ctx.Done():
+			s.stopErr = ctx.Err()
+		}
+	})
+	return s.stopErr
+}
+
+// OnBoot records the engine and the real listening address.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng = eng
+	s.addr = s.cfg.Addr
+	if fd, err := eng.Dup(); err == nil {
+		if sa, err := unix.Getsockname(fd); err == nil {
+			host, _, _ := net.SplitHostPort(s.cfg.Addr)
+			switch a := sa.(type) {
+			case *unix.SockaddrInet4:
+				s.addr = net.JoinHostPort(host, strconv.Itoa(a.Port))
+			case *unix.SockaddrInet6:
+				s.addr = net.JoinHostPort(host, strconv.Itoa(a.Port))
+			}
+		}
+		_ = unix.Close(fd)
+	}
+	close(s.booted)
+	return gnet.None
+}
+
+// OnOpen wraps the gnet connection in a Conn.
+func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	c := &Conn{id: s.nextID.Add(1), gc: gc, s: s, pending: make(map[int32]chan *Command)}
+	if ra := gc.RemoteAddr(); ra != nil {
+		c.remote = ra.String()
+	}
+	if la := gc.LocalAddr(); la != nil {
+		c.local = la.String()
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	gc.SetContext(c)
+	s.conns.Store(c.id, c)
+	for _, fn := range s.onOpen {
+		fn(c)
+	}
+	return nil, gnet.None
+}
+
+// OnClose fails the connection's pending server-side invocations and runs the close hooks.
+func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok {
+		return gnet.None
+	}
+	s.conns.Delete(c.id)
+	c.markClosed()
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"peer": c.remote, "reason": err}).Debug("connection closed")
+	}
+	for _, fn := range s.onClose {
+		fn(c)
+	}
+	return gnet.None
+}
+
+// OnTraffic decodes whole frames from the connection's buffer and dispatches
+// them. It never waits for bytes: a partial frame stays buffered until more
+// arrive. At most MaxFramesPerWake frames are taken per call; the rest are
+// picked up by a Wake so other connections on this loop get their turn.
+func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
+	c, ok := gc.Context().(*Conn)
+	if !ok {
+		return gnet.Close
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	for range s.cfg.MaxFramesPerWake {
+		prefix, err := gc.Peek(4)
+		if err != nil {
+			return gnet.None
+		}
+		n, err := FrameLength(prefix)
+		if err != nil {
+			s.rejectPeer(c, err)
+			return gnet.Close
+		}
+		frame, err := gc.Peek(4 + n)
+		if err != nil {
+			return gnet.None // the rest of the frame has not arrived yet
+		}
+		cmd, err := DecodeFrame(frame[4:])
+		_, _ = gc.Discard(4 + n)
+		if err != nil {
+			s.rejectPeer(c, err)
+			return gnet.Close
+		}
+		s.dispatch(c, cmd)
+	}
+	if gc.InboundBuffered() > 0 {
+		_ = gc.Wake(nil)
+	}
+	return gnet.None
+}
+
+// OnTick closes connections idle for longer than IdleTimeout.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	deadline := time.Now().Add(-s.cfg.IdleTimeout).UnixNano()
+	s.conns.Range(func(_, v any) bool {
+		c := v.(*Conn)
+		if c.lastRead.Load() < deadline {
+			s.log.WithField("peer", c.remote).Info("closing idle connection")
+			_ = c.gc.Close()
+		}
+		return true
+	})
+	tick := s.cfg.IdleTimeout / 4
+	if tick > 10*time.Second {
+		tick = 10 * time.Second
+	}
+	return tick, gnet.None
+}
+
+func (s *Server) rejectPeer(c *Conn, err error) {
+	s.log.WithFields(logrus.Fields{"peer": c.remote, "reason": err.Error()}).Warn("closing connection after a malformed frame")
+}
+
+func (s *Server) dispatch(c *Conn, cmd *Command) {
+	if cmd.IsResponse() {
+		c.complete(cmd)
+		return
+	}
+	r, ok := s.routes[cmd.RequestCode()]
+	if !ok {
+		s.log.WithFields(logrus.Fields{"peer": c.remote, "code": cmd.Code}).Debug("request code not supported")
+		c.replyError(cmd, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", cmd.Code))
+		return
+	}
+	if s.stopping.Load() || !r.pool.Submit(func() { s.process(c, cmd, r.fn) }) {
+		remark := "[OVERLOAD]system busy, start flow control for a while"
+		if s.stopping.Load() {
+			remark = "[SHUTDOWN]server is shutting down"
+		}
+		c.replyError(cmd, SystemBusy, remark)
+	}
+}
+
+func (s *Server) process(c *Conn, req *Command, fn ProcessorFunc) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.WithFields(logrus.Fields{"peer": c.remote, "code": req.Code, "panic": p}).
+				Errorf("processor panicked\n%s", debug.Stack())
+			c.replyError(req, SystemError, fmt.Sprintf("internal error handling request code %d: %v", req.Code, p))
+		}
+	}()
+	resp, err := fn(c, req)
+	if err != nil {
+		resp = NewResponse(req, SystemError, err.Error())
+	}
+	if resp == nil {
+		return
+	}
+	if err := c.Reply(req, resp); err != nil && !errors.Is(err, ErrConnClosed) {
+		s.log.WithFields(logrus.Fields{"peer": c.remote, "code": req.Code, "reason": err}).Warn("cannot write response")
+	}
+}

@@ -1,0 +1,319 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// gnet starts a process-wide goroutine pool (ants) on first use; it is
+		// not ours to stop.
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	)
+}
+
+const echoCode RequestCode = 9999
+
+// MustStartServer starts a server on a free loopback port with an echo
+// processor and stops it when the test ends.
+func MustStartServer(t testing.TB, cfg ServerConfig, setup func(s *Server)) *Server {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	s := NewServer(cfg)
+	pool := s.NewPool("default", 4, 1024)
+	s.Handle(echoCode, pool, func(c *Conn, req *Command) (*Command, error) {
+		resp := NewResponse(req, Success, "")
+		resp.ExtFields = req.ExtFields
+		resp.Body = req.Body
+		return resp, nil
+	})
+	if setup != nil {
+		setup(s)
+	}
+	require.NoError(t, s.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Shutdown(ctx))
+	})
+	return s
+}
+
+func MustNewClient(t testing.TB, cfg ClientConfig) *Client {
+	t.Helper()
+	cl := NewClient(cfg)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+func invoke(t *testing.T, cl *Client, addr string, req *Command) *Command {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := cl.InvokeSync(ctx, addr, req)
+	require.NoError(t, err)
+	return resp
+}
+
+func TestServerEchoBothSerializations(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil)
+	cl := MustNewClient(t, ClientConfig{})
+	for _, st := range []SerializeType{JSONSerialize, RocketMQSerialize} {
+		req := NewRequest(echoCode, map[string]string{"k": "v"}, []byte("body"))
+		req.SerializeType = st
+		resp := invoke(t, cl, s.Addr(), req)
+		assert.Equal(t, Success, resp.ResponseCode())
+		assert.True(t, resp.IsResponse())
+		assert.Equal(t, req.Opaque, resp.Opaque)
+		assert.Equal(t, st, resp.SerializeType, "answer in the request's serialize type")
+		assert.Equal(t, "v", resp.ExtFields["k"])
+		assert.Equal(t, []byte("body"), resp.Body)
+	}
+}
+
+func TestServerUnknownCodeEchoesOpaque(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil)
+	conn := rawConn(t, s.Addr())
+	writeRaw(t, conn, &Command{Code: 31337, Opaque: 4242})
+	resp := readRaw(t, conn)
+	assert.Equal(t, RequestCodeNotSupported, resp.ResponseCode())
+	assert.Equal(t, int32(4242), resp.Opaque)
+	assert.True(t, resp.IsResponse())
+	assert.Contains(t, resp.Remark, "31337")
+}
+
+func TestServerFullPoolAnswersSystemBusy(t *testing.T) {
+	release := make(chan struct{})
+	var started atomic.Int32
+	const slowCode RequestCode = 9000
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		pool := s.NewPool("slow", 1, 1)
+		s.Handle(slowCode, pool, func(c *Conn, req *Command) (*Command, error) {
+			started.Add(1)
+			<-release
+			return NewResponse(req, Success, ""), nil
+		})
+	})
+	defer close(release)
+	conn := rawConn(t, s.Addr())
+	writeRaw(t, conn, &Command{Code: int32(slowCode), Opaque: 1}) // runs, blocks the only worker
+	require.Eventually(t, func() bool { return started.Load() == 1 }, 3*time.Second, 5*time.Millisecond)
+	writeRaw(t, conn, &Command{Code: int32(slowCode), Opaque: 2}) // fills the queue
+	writeRaw(t, conn, &Command{Code: int32(slowCode), Opaque: 3}) // refused
+	resp := readRaw(t, conn)
+	assert.Equal(t, SystemBusy, resp.ResponseCode())
+	assert.Equal(t, int32(3), resp.Opaque)
+}
+
+func TestServerProcessorPanicBecomesSystemError(t *testing.T) {
+	const boom RequestCode = 9001
+	const fails RequestCode = 9002
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		pool := s.NewPool("p", 1, 4)
+		s.Handle(boom, pool, func(c *Conn, req *Command) (*Command, error) {
+			var m map[string]int
+			m["x"] = 1 // nil map write
+			return nil, nil
+		})
+		s.Handle(fails, pool, func(c *Conn, req *Command) (*Command, error) {
+			return nil, errors.New("disk on fire")
+		})
+	})
+	cl := MustNewClient(t, ClientConfig{})
+	resp := invoke(t, cl, s.Addr(), NewRequest(boom, nil, nil))
+	assert.Equal(t, SystemError, resp.ResponseCode())
+	resp = invoke(t, cl, s.Addr(), NewRequest(fails, nil, nil))
+	assert.Equal(t, SystemError, resp.ResponseCode())
+	assert.Equal(t, "disk on fire", resp.Remark)
+	// The server still serves.
+	resp = invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil))
+	assert.Equal(t, Success, resp.ResponseCode())
+}
+
+func TestServerMalformedFramesCloseOnlyThatConnection(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil)
+	good := MustNewClient(t, ClientConfig{})
+	cases := map[string][]byte{
+		"length over 16 MiB":      binary.BigEndian.AppendUint32(nil, MaxFrameSize+1),
+		"negative length":         {0xFF, 0xFF, 0xFF, 0xF0},
+		"header beyond frame":     append(binary.BigEndian.AppendUint32(nil, 6), 0, 0, 0, 100, '{', '}'),
+		"unknown serialize type":  append(binary.BigEndian.AppendUint32(nil, 6), 9, 0, 0, 2, '{', '}'),
+		"invalid json header":     append(binary.BigEndian.AppendUint32(nil, 9), 0, 0, 0, 5, '{', '"', 'c', 'o', 'd'),
+		"binary header truncated": append(binary.BigEndian.AppendUint32(nil, 7), 1, 0, 0, 3, 0, 1, 2),
+	}
+	for name, payload := range cases {
+		t.Run(name, func(t *testing.T) {
+			bad := rawConn(t, s.Addr())
+			_, err := bad.Write(payload)
+			require.NoError(t, err)
+			// Another client is served meanwhile.
+			resp := invoke(t, good, s.Addr(), NewRequest(echoCode, nil, []byte(name)))
+			assert.Equal(t, []byte(name), resp.Body)
+			// The bad one is closed by the server.
+			_ = bad.SetReadDeadline(time.Now().Add(3 * time.Second))
+			_, err = bad.Read(make([]byte, 1))
+			assert.ErrorIs(t, err, io.EOF, "server must close the offending connection")
+		})
+	}
+}
+
+func TestServerPartialFramesAreReassembled(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil)
+	conn := rawConn(t, s.Addr())
+	frame, err := EncodeFrame(&Command{Code: int32(echoCode), Opaque: 77, Body: []byte("split across writes")})
+	require.NoError(t, err)
+	for i := range frame { // one byte at a time
+		_, err := conn.Write(frame[i : i+1])
+		require.NoError(t, err)
+	}
+	resp := readRaw(t, conn)
+	assert.Equal(t, int32(77), resp.Opaque)
+	assert.Equal(t, []byte("split across writes"), resp.Body)
+}
+
+func TestServerManyFramesInOneWrite(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{MaxFramesPerWake: 4}, nil)
+	conn := rawConn(t, s.Addr())
+	var batch []byte
+	const n = 50 // more than MaxFramesPerWake: the rest must be picked up by a wake
+	for i := range n {
+		var err error
+		batch, err = AppendFrame(batch, &Command{Code: int32(echoCode), Opaque: int32(i + 1)})
+		require.NoError(t, err)
+	}
+	_, err := conn.Write(batch)
+	require.NoError(t, err)
+	seen := map[int32]bool{}
+	r := bufio.NewReader(conn)
+	for range n {
+		_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		seen[resp.Opaque] = true
+	}
+	assert.Len(t, seen, n)
+}
+
+func TestOnewayRequestGetsNoResponse(t *testing.T) {
+	got := make(chan string, 1)
+	const note RequestCode = 9003
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		s.Handle(note, s.NewPool("n", 1, 4), func(c *Conn, req *Command) (*Command, error) {
+			got <- req.ExtFields["v"]
+			return NewResponse(req, Success, ""), nil
+		})
+	})
+	conn := rawConn(t, s.Addr())
+	writeRaw(t, conn, &Command{Code: int32(note), Opaque: 1, Flag: flagOneway, ExtFields: map[string]string{"v": "x"}})
+	writeRaw(t, conn, &Command{Code: int32(echoCode), Opaque: 2})
+	assert.Equal(t, "x", <-got)
+	resp := readRaw(t, conn)
+	assert.Equal(t, int32(2), resp.Opaque, "the oneway request must not be answered")
+}
+
+func TestServerInvokesClient(t *testing.T) {
+	conns := make(chan *Conn, 1)
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		s.OnConnOpen(func(c *Conn) { conns <- c })
+	})
+	cl := MustNewClient(t, ClientConfig{})
+	const check RequestCode = CheckTransactionState
+	oneway := make(chan string, 1)
+	cl.RegisterHandler(check, func(addr string, req *Command) *Command {
+		if req.IsOneway() {
+			oneway <- req.ExtFields["msgId"]
+			return nil
+		}
+		resp := NewResponse(req, Success, "checked "+req.ExtFields["msgId"])
+		return resp
+	})
+	invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil)) // connect
+	c := <-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, NewRequest(check, map[string]string{"msgId": "M1"}, nil))
+	require.NoError(t, err)
+	assert.Equal(t, "checked M1", resp.Remark)
+
+	require.NoError(t, c.InvokeOneway(NewRequest(check, map[string]string{"msgId": "M2"}, nil)))
+	assert.Equal(t, "M2", <-oneway)
+
+	// An unregistered code comes back as not supported.
+	resp, err = c.Invoke(ctx, NewRequest(NotifyConsumerIdsChanged, nil, nil))
+	require.NoError(t, err)
+	assert.Equal(t, RequestCodeNotSupported, resp.ResponseCode())
+}
+
+func TestServerClosesIdleConnections(t *testing.T) {
+	closed := make(chan struct{})
+	s := MustStartServer(t, ServerConfig{IdleTimeout: 200 * time.Millisecond}, func(s *Server) {
+		s.OnConnClose(func(*Conn) { close(closed) })
+	})
+	conn := rawConn(t, s.Addr())
+	writeRaw(t, conn, &Command{Code: int32(echoCode), Opaque: 1})
+	readRaw(t, conn)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("idle connection was not closed")
+	}
+}
+
+func TestShutdownTwiceAndBusyWhileStopping(t *testing.T) {
+	s := NewServer(ServerConfig{Addr: "127.0.0.1:0"})
+	s.NewPool("p", 1, 1)
+	require.NoError(t, s.Start())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, s.Shutdown(ctx))
+	require.NoError(t, s.Shutdown(ctx))
+	_, err := net.DialTimeout("tcp", s.Addr(), 500*time.Millisecond)
+	assert.Error(t, err, "listener must be closed after shutdown")
+}
+
+func TestStartFailsOnBusyPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	s := NewServer(ServerConfig{Addr: ln.Addr().String()})
+	err = s.Start()
+	require.Error(t, err)
+	assert.NoError(t, s.Shutdown(context.Background()))
+}
+
+func rawConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func writeRaw(t *testing.T, c net.Conn, cmd *Command) {
+	t.Helper()
+	b, err := EncodeFrame(cmd)
+	require.NoError(t, err)
+	_, err = c.Write(b)
+	require.NoError(t, err)
+}
+
+func readRaw(t *testing.T, c net.Conn) *Command {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	cmd, err := ReadCommand(c)
+	require.NoError(t, err)
+	return cmd
+}

@@ -12,8 +12,9 @@ import (
 	"unicode/utf8"
 )
 
-// MaxFrameSize is the largest length field accepted, as Java's NettyDecoder
-// (com.rocketmq.remoting.frameMaxLength, 16 MiB).
+// MaxFrameSize is the largest frame accepted, length prefix included, as Java's
+// NettyDecoder (com.rocketmq.remoting.frameMaxLength, 16 MiB): the length field
+// itself may say at most MaxFrameSize-4.
 const MaxFrameSize = 16 << 20
 
 // rocketMQFixedHeaderLen is the fixed part of a binary header: code 2, language 1,
@@ -41,7 +42,7 @@ var (
 func FrameLength(prefix []byte) (int, error) {
 	n := int(int32(binary.BigEndian.Uint32(prefix)))
 	switch {
-	case n > MaxFrameSize:
+	case n > MaxFrameSize-4:
 		return 0, fmt.Errorf("%w: length %d", ErrFrameTooLarge, n)
 	case n < 4:
 		return 0, fmt.Errorf("%w: length %d", ErrFrameTooShort, n)
@@ -122,7 +123,7 @@ func AppendFrame(dst []byte, c *Command) ([]byte, error) {
 		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hlen)
 	}
 	total := 4 + hlen + len(c.Body)
-	if total > MaxFrameSize {
+	if total > MaxFrameSize-4 {
 		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
 	}
 	dst = append(dst, c.Body...)

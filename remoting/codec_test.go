@@ -149,11 +149,11 @@ func TestFrameLengthBounds(t *testing.T) {
 		n    uint32
 		want error
 	}{
-		{MaxFrameSize + 1, ErrFrameTooLarge},
+		{MaxFrameSize - 3, ErrFrameTooLarge},
 		{0xFFFFFFFF, ErrFrameTooShort}, // -1 as int32
 		{3, ErrFrameTooShort},
 		{4, nil},
-		{MaxFrameSize, nil},
+		{MaxFrameSize - 4, nil},
 	} {
 		_, err := FrameLength(binary.BigEndian.AppendUint32(nil, tc.n))
 		if tc.want == nil {

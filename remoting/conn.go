@@ -81,7 +81,7 @@ func (c *Conn) replyError(req *Command, code ResponseCode, remark string) {
 // Invoke sends a request to the peer (for example CHECK_TRANSACTION_STATE or
 // GET_CONSUMER_RUNNING_INFO) and waits for its response or ctx.
 func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
-	req.Opaque = c.s.opaque.Add(1)
+	req.Opaque = c.s.nextOpaque()
 	req.Flag &^= flagResponse | flagOneway
 	ch := make(chan *Command, 1)
 	c.mu.Lock()
@@ -112,7 +112,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 
 // InvokeOneway sends a request with the oneway bit set; the peer owes no answer.
 func (c *Conn) InvokeOneway(req *Command) error {
-	req.Opaque = c.s.opaque.Add(1)
+	req.Opaque = c.s.nextOpaque()
 	req.Flag = (req.Flag &^ flagResponse) | flagOneway
 	return c.Write(req)
 }

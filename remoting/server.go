@@ -169,17 +169,50 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if !s.started.Load() || s.eng.Validate() != nil {
 			return
 		}
-		if err := s.eng.Stop(ctx); err != nil {
-			s.stopErr = fmt.Errorf("remoting: stop engine: %w", err)
-			return
-		}
+		// Engine.Stop signals the engine at once but then polls for the end on a
+		// 500 ms ticker; gnet.Run returning is the earlier, exact signal. The
+		// Stop goroutine ends by itself within one poll interval.
+		stopped := make(chan error, 1)
+		go func() { stopped <- s.eng.Stop(ctx) }()
 		select {
 		case <-s.runDone:
+		case err := <-stopped:
+			if err != nil {
+				s.stopErr = fmt.Errorf("remoting: stop engine: %w", err)
+				return
+			}
+			select {
+			case <-s.runDone:
+			case <-ctx.Done():
+				s.stopErr = ctx.Err()
+			}
 		case <-ctx.Done():
 			s.stopErr = ctx.Err()
 		}
 	})
 	return s.stopErr
+}
+
+// nextOpaque returns a positive request id for server-sent requests, wrapping
+// past 2^31 back to 1.
+func (s *Server) nextOpaque() int32 {
+	for {
+		if op := s.opaque.Add(1); op > 0 {
+			return op
+		}
+		s.opaque.CompareAndSwap(s.opaque.Load(), 0)
+	}
+}
+
+// CloseConn closes the connection with the given ID, if it is still open
+// (the nameserver closes the channel of a broker it expired).
+func (s *Server) CloseConn(id uint64) bool {
+	v, ok := s.conns.Load(id)
+	if !ok {
+		return false
+	}
+	_ = v.(*Conn).Close()
+	return true
 }
 
 // OnBoot records the engine and the real listening address.

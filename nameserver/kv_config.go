@@ -1,0 +1,221 @@
+package nameserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// ErrKVPersist means the KV config could not be written to disk; the change
+// that needed writing was rolled back.
+var ErrKVPersist = errors.New("nameserver: cannot persist kv config")
+
+// kvConfigFile is the shape of kvConfig.json (KVConfigSerializeWrapper.java):
+// {"configTable":{"namespace":{"key":"value"}}}.
+type kvConfigFile struct {
+	ConfigTable map[string]map[string]string `json:"configTable"`
+}
+
+// KVConfigManager holds the nameserver's namespaced key/value config
+// (PUT_KV_CONFIG...), the only state a nameserver keeps across restarts.
+// Every change is written to disk before it is acknowledged, atomically: a
+// temp file in the same directory, fsync, rename over the old file, fsync of
+// the directory, so a crash leaves the old file or the new one, never half.
+type KVConfigManager struct {
+	path string
+	log  logrus.FieldLogger
+
+	mu    sync.RWMutex // guards table; held across a persist so writes are ordered
+	table map[string]map[string]string
+}
+
+// NewKVConfigManager returns an empty manager persisting to path; call Load
+// to read what is there.
+func NewKVConfigManager(path string, log logrus.FieldLogger) *KVConfigManager {
+	return &KVConfigManager{path: path, log: log.WithField("component", "kvconfig"), table: make(map[string]map[string]string)}
+}
+
+// Load reads the file. A missing file is an empty table. A file that does not
+// parse is renamed aside (path.corrupt-<unix time>) and the table starts
+// empty: a nameserver relearns routes from brokers, and refusing to start
+// would only turn one bad file into an outage.
+func (k *KVConfigManager) Load() error {
+	b, err := os.ReadFile(k.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nameserver: read kv config %s: %w", k.path, err)
+	}
+	var f kvConfigFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		aside := fmt.Sprintf("%s.corrupt-%d", k.path, time.Now().Unix())
+		if rerr := os.Rename(k.path, aside); rerr != nil {
+			return fmt.Errorf("nameserver: kv config %s does not parse (%v) and cannot be moved aside: %w", k.path, err, rerr)
+		}
+		k.log.WithFields(logrus.Fields{"file": k.path, "movedTo": aside, "reason": err}).Error("kv config does not parse; starting empty")
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.table = make(map[string]map[string]string, len(f.ConfigTable))
+	for ns, kv := range f.ConfigTable {
+		if kv == nil {
+			continue
+		}
+		k.table[ns] = kv
+	}
+	k.log.WithFields(logrus.Fields{"file": k.path, "namespaces": len(k.table)}).Info("kv config loaded")
+	return nil
+}
+
+// Put sets namespace/key to value and persists it.
+func (k *KVConfigManager) Put(namespace, key, value string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kv := k.table[namespace]
+	created := kv == nil
+	if created {
+		kv = make(map[string]string)
+		k.table[namespace] = kv
+	}
+	old, had := kv[key]
+	kv[key] = value
+	if err := k.persistLocked(); err != nil {
+		if had {
+			kv[key] = old
+		} else {
+			delete(kv, key)
+		}
+		if created {
+			delete(k.table, namespace)
+		}
+		return err
+	}
+	k.log.WithFields(logrus.Fields{"namespace": namespace, "key": key, "value": value}).Info("kv config put")
+	return nil
+}
+
+// Delete removes namespace/key, if present, and persists the change.
+func (k *KVConfigManager) Delete(namespace, key string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	kv := k.table[namespace]
+	old, had := kv[key]
+	if !had {
+		return nil
+	}
+	delete(kv, key)
+	if len(kv) == 0 {
+		delete(k.table, namespace)
+	}
+	if err := k.persistLocked(); err != nil {
+		if len(kv) == 0 {
+			k.table[namespace] = kv
+		}
+		kv[key] = old
+		return err
+	}
+	k.log.WithFields(logrus.Fields{"namespace": namespace, "key": key}).Info("kv config deleted")
+	return nil
+}
+
+// Get returns the value of namespace/key.
+func (k *KVConfigManager) Get(namespace, key string) (string, bool) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	v, ok := k.table[namespace][key]
+	return v, ok
+}
+
+// List returns a copy of namespace's pairs, and false when it has none.
+func (k *KVConfigManager) List(namespace string) (map[string]string, bool) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	kv := k.table[namespace]
+	if len(kv) == 0 {
+		return nil, false
+	}
+	out := make(map[string]string, len(kv))
+	for key, v := range kv {
+		out[key] = v
+	}
+	return out, true
+}
+
+// Namespaces returns the namespaces holding at least one pair, sorted.
+func (k *KVConfigManager) Namespaces() []string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	out := make([]string, 0, len(k.table))
+	for ns := range k.table {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// persistLocked writes the table. Lock should be held.
+func (k *KVConfigManager) persistLocked() error {
+	b, err := json.MarshalIndent(kvConfigFile{ConfigTable: k.table}, "", "\t")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrKVPersist, err)
+	}
+	if err := WriteFileAtomic(k.path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("%w: %w", ErrKVPersist, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic replaces path with data so that a crash leaves either the
+// old content or the new, never a mix: temp file in the same directory,
+// fsync, rename, fsync of the directory (without it the rename itself may be
+// lost).
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err = d.Sync(); err != nil {
+		_ = d.Close()
+		return err
+	}
+	return d.Close()
+}

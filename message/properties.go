@@ -1,0 +1,100 @@
+package message
+
+import (
+	"bytes"
+	"strings"
+)
+
+// AppendProperties appends props in RocketMQ's properties encoding:
+// name 0x01 value, entries separated by 0x02, no trailing 0x02 (as the Java
+// broker writes it). Entries with an empty name or value are skipped because
+// no decoder (Java or Go) can read them back. Order follows map iteration.
+func AppendProperties(dst []byte, props map[string]string) []byte {
+	first := true
+	for k, v := range props {
+		if k == "" || v == "" {
+			continue
+		}
+		if !first {
+			dst = append(dst, PropertySeparator)
+		}
+		first = false
+		dst = append(dst, k...)
+		dst = append(dst, NameValueSeparator)
+		dst = append(dst, v...)
+	}
+	return dst
+}
+
+// MarshalProperties returns props encoded as by AppendProperties.
+func MarshalProperties(props map[string]string) []byte {
+	return AppendProperties(make([]byte, 0, PropertiesSize(props)), props)
+}
+
+// PropertiesSize returns the length AppendProperties would append.
+func PropertiesSize(props map[string]string) int {
+	n := 0
+	for k, v := range props {
+		if k == "" || v == "" {
+			continue
+		}
+		if n > 0 {
+			n++
+		}
+		n += len(k) + 1 + len(v)
+	}
+	return n
+}
+
+// UnmarshalProperties decodes a properties string. It never fails and follows
+// Java's MessageDecoder.string2messageProperties: entries are split on 0x02,
+// the name ends at the first 0x01, and entries with an empty name or value (or
+// without 0x01) are ignored. A trailing 0x02, as the Go client writes, is
+// accepted. All strings share one allocation.
+func UnmarshalProperties(b []byte) map[string]string {
+	m := make(map[string]string, bytes.Count(b, []byte{PropertySeparator})+1)
+	unmarshalPropertiesInto(m, b)
+	return m
+}
+
+func unmarshalPropertiesInto(m map[string]string, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	s := string(b) // one copy; names and values are substrings of it
+	for len(s) > 0 {
+		end := strings.IndexByte(s, PropertySeparator)
+		item := s
+		if end >= 0 {
+			item, s = s[:end], s[end+1:]
+		} else {
+			s = ""
+		}
+		kv := strings.IndexByte(item, NameValueSeparator)
+		if kv > 0 && kv < len(item)-1 {
+			m[item[:kv]] = item[kv+1:]
+		}
+	}
+}
+
+// PropertyValue finds key in an encoded properties string without building a
+// map or allocating. It applies the same rules as UnmarshalProperties; when a
+// key repeats, the last value wins, as with the map.
+func PropertyValue(b []byte, key string) ([]byte, bool) {
+	var val []byte
+	found := false
+	for len(b) > 0 {
+		end := bytes.IndexByte(b, PropertySeparator)
+		item := b
+		if end >= 0 {
+			item, b = b[:end], b[end+1:]
+		} else {
+			b = nil
+		}
+		kv := bytes.IndexByte(item, NameValueSeparator)
+		if kv > 0 && kv < len(item)-1 && string(item[:kv]) == key {
+			val, found = item[kv+1:], true
+		}
+	}
+	return val, found
+}

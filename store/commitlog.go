@@ -1,0 +1,579 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/message"
+)
+
+// PutStatus is the outcome of a put, named as RocketMQ's PutMessageStatus.
+type PutStatus int
+
+// Put statuses. FlushDiskTimeout still means the message is stored (in the
+// page cache) and counts as a send with a warning, as in RocketMQ.
+const (
+	PutOK                  PutStatus = iota // PUT_OK
+	FlushDiskTimeout                        // FLUSH_DISK_TIMEOUT
+	FlushSlaveTimeout                       // FLUSH_SLAVE_TIMEOUT
+	SlaveNotAvailable                       // SLAVE_NOT_AVAILABLE
+	ServiceNotAvailable                     // SERVICE_NOT_AVAILABLE
+	CreateMappedFileFailed                  // CREATE_MAPEDFILE_FAILED
+	MessageIllegal                          // MESSAGE_ILLEGAL
+	PropertiesSizeExceeded                  // PROPERTIES_SIZE_EXCEEDED
+	OSPageCacheBusy                         // OS_PAGECACHE_BUSY
+	UnknownError                            // UNKNOWN_ERROR
+)
+
+var putStatusNames = [...]string{
+	"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE", "SERVICE_NOT_AVAILABLE",
+	"CREATE_MAPEDFILE_FAILED", "MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "OS_PAGECACHE_BUSY", "UNKNOWN_ERROR",
+}
+
+// String returns RocketMQ's name of the status.
+func (s PutStatus) String() string {
+	if s >= 0 && int(s) < len(putStatusNames) {
+		return putStatusNames[s]
+	}
+	return "PutStatus(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Errors of the commitlog.
+var (
+	// ErrMessageTooLarge means a body (or batch body) exceeds MaxMessageSize,
+	// or a record cannot fit in one commitlog file.
+	ErrMessageTooLarge = errors.New("store: message too large")
+	// ErrTopicTooLong means a topic is over 127 bytes.
+	ErrTopicTooLong = errors.New("store: topic longer than 127 bytes")
+	// ErrPropertiesTooLarge means the properties string is over 32767 bytes.
+	ErrPropertiesTooLarge = errors.New("store: properties longer than 32767 bytes")
+	// ErrIllegalBatch means a batch carries a transaction type or a delay
+	// level, or its body is malformed.
+	ErrIllegalBatch = errors.New("store: illegal batch")
+	// ErrCreateMappedFile means the next commitlog file could not be created.
+	ErrCreateMappedFile = errors.New("store: create commitlog file failed")
+	// ErrFlushTimeout means a SYNC_FLUSH put waited SyncFlushTimeout; the
+	// message is stored but not known to be on disk.
+	ErrFlushTimeout = errors.New("store: flush to disk timed out")
+	// ErrFlushFailed means persisting the commitlog failed. It is sticky: the
+	// commitlog refuses further puts, because after a failed fsync the kernel
+	// may have dropped the dirty pages and a later sync would lie.
+	ErrFlushFailed = errors.New("store: flush to disk failed")
+	// ErrCommitLogClosed means the commitlog is shut down.
+	ErrCommitLogClosed = errors.New("store: commitlog is closed")
+	// ErrCorruptRecord means bytes at a commitlog position are not a valid record.
+	ErrCorruptRecord = errors.New("store: corrupt commitlog record")
+)
+
+// PutResult is what a put returns.
+type PutResult struct {
+	Status         PutStatus
+	Err            error // nil for PutOK
+	WroteOffset    int64 // commitlog offset of the (first) record
+	WroteBytes     int32 // bytes written (all records of a batch)
+	QueueOffset    int64 // consume queue offset of the (first) message
+	MsgID          string
+	StoreTimestamp int64
+	MsgNum         int
+}
+
+// OK reports whether the message is stored (PutOK or FlushDiskTimeout with
+// the data in the page cache).
+func (r PutResult) OK() bool { return r.Status == PutOK || r.Status == FlushDiskTimeout }
+
+// DispatchRequest is what the dispatcher needs from one record.
+type DispatchRequest struct {
+	Topic                     string
+	QueueID                   int32
+	CommitLogOffset           int64
+	MsgSize                   int32
+	TagsCode                  int64
+	StoreTimestamp            int64
+	ConsumeQueueOffset        int64
+	Keys                      string
+	UniqKey                   string
+	SysFlag                   int32
+	PreparedTransactionOffset int64
+	BlankRecord               bool // end-of-file marker: MsgSize 0, go to the next file
+	Properties                map[string]string
+}
+
+// topicQueueKey identifies a consume queue; a struct key avoids building the
+// "topic-queueId" string on every put.
+type topicQueueKey struct {
+	topic   string
+	queueID int32
+}
+
+// blankMagicWord is message.BlankMagicCode as written to disk.
+const blankMagicWord = 0xCBD43194
+
+// encodeBufMax bounds the buffers kept in the pool so one 4 MiB message does
+// not pin 4 MiB per pooled buffer forever.
+const encodeBufMax = 256 << 10
+
+// CommitLog is the append-only log of every message, in RocketMQ's layout.
+//
+// Appends are serialised by putMu (one writer): records are encoded outside
+// the lock, and under it the commitlog assigns the physical offset, the
+// consume queue offset and the store time by patching the encoded bytes, then
+// copies them into the last mapped file. Waiting for the disk happens after
+// the lock is released (see flushService).
+type CommitLog struct {
+	cfg       *Config
+	log       logrus.FieldLogger
+	mfq       *MappedFileQueue
+	storeHost netip.AddrPort
+	now       func() time.Time
+	flush     *flushService
+	alloc     *fileAllocator
+
+	putMu      sync.Mutex
+	topicQueue map[topicQueueKey]int64 // next consume queue offset; guarded by putMu
+
+	lastStoreTimestamp atomic.Int64 // store time of the newest record
+	recoverStart       atomic.Int64 // first file offset the last Recover walked
+	appendHook         func()       // called after each append, outside the lock
+	closed             atomic.Bool
+	encodePool         sync.Pool // *[]byte
+}
+
+// NewCommitLog returns a commitlog over cfg's commitlog directory. Call Load,
+// Recover and Start before putting.
+func NewCommitLog(cfg *Config, log logrus.FieldLogger) (*CommitLog, error) {
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(discardWriter{})
+		log = l
+	}
+	host, err := netip.ParseAddrPort(cfg.StoreHost)
+	if err != nil {
+		return nil, fmt.Errorf("store: storeHost %q is not ip:port: %w", cfg.StoreHost, err)
+	}
+	if cfg.MappedFileSizeCommitLog < 64<<10 {
+		return nil, fmt.Errorf("store: mappedFileSizeCommitLog %d is below 64 KiB", cfg.MappedFileSizeCommitLog)
+	}
+	dir := cfg.StorePathCommitLog
+	if dir == "" {
+		dir = filepath.Join(cfg.StorePathRootDir, "commitlog")
+	}
+	log = log.WithField("component", "commitlog")
+	cl := &CommitLog{
+		cfg:        cfg,
+		log:        log,
+		mfq:        NewMappedFileQueue(dir, cfg.MappedFileSizeCommitLog, log),
+		storeHost:  host,
+		now:        time.Now,
+		topicQueue: make(map[topicQueueKey]int64, 64),
+	}
+	cl.mfq.SetFlushMode(DefaultCommitLogFlushMode)
+	cl.alloc = newFileAllocator(log)
+	cl.mfq.SetAllocator(cl.alloc.allocate)
+	cl.flush = newFlushService(cl)
+	return cl, nil
+}
+
+// Files returns the commitlog's mapped file queue.
+func (cl *CommitLog) Files() *MappedFileQueue { return cl.mfq }
+
+// SetCheckpoint lets the flush service record physicMsgTimestamp after each
+// successful flush. Call before Start.
+func (cl *CommitLog) SetCheckpoint(cp *StoreCheckpoint) { cl.flush.checkpoint = cp }
+
+// SetAppendHook installs fn, called after every successful append once the
+// writer lock is released and before any flush wait (to wake dispatch). fn
+// must not block. Call before the first put.
+func (cl *CommitLog) SetAppendHook(fn func()) { cl.appendHook = fn }
+
+// Load maps the existing commitlog files (see MappedFileQueue.Load).
+func (cl *CommitLog) Load() error { return cl.mfq.Load() }
+
+// Start starts the flush loop for the configured FlushDiskType and the
+// allocator that prepares the next commitlog file ahead of the writer.
+func (cl *CommitLog) Start() {
+	cl.alloc.start()
+	if last := cl.mfq.LastMappedFile(); last != nil {
+		size := cl.mfq.FileSize()
+		cl.alloc.prepare(cl.mfq.Dir(), last.FileFromOffset()+int64(size), size)
+	}
+	cl.flush.start()
+}
+
+// Shutdown stops the flush loop after a final full flush and unmaps the
+// files. Safe to call twice; it returns the final flush error, if any.
+func (cl *CommitLog) Shutdown() error {
+	if !cl.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	// Take the writer lock so no put is half-way through its copy.
+	cl.putMu.Lock()
+	cl.putMu.Unlock()
+	err := cl.flush.shutdown()
+	cl.alloc.close()
+	return errors.Join(err, cl.mfq.Close())
+}
+
+// Close is Shutdown.
+func (cl *CommitLog) Close() error { return cl.Shutdown() }
+
+// MinOffset returns the offset of the first byte still stored (0 when empty).
+func (cl *CommitLog) MinOffset() int64 { return max(cl.mfq.MinOffset(), 0) }
+
+// MaxOffset returns the offset just past the last written byte.
+func (cl *CommitLog) MaxOffset() int64 { return cl.mfq.MaxOffset() }
+
+// FlushedWhere returns the offset up to which the commitlog is on disk.
+func (cl *CommitLog) FlushedWhere() int64 { return cl.mfq.FlushedWhere() }
+
+// RollNextFile returns the start of the file after the one holding offset.
+func (cl *CommitLog) RollNextFile(offset int64) int64 { return cl.mfq.RollNextFile(offset) }
+
+// LastStoreTimestamp returns the store time of the newest record.
+func (cl *CommitLog) LastStoreTimestamp() int64 { return cl.lastStoreTimestamp.Load() }
+
+// SetQueueOffsets replaces the table of next consume queue offsets. Keys are
+// "topic-queueId", as RocketMQ's topicQueueTable; bad keys are ignored.
+func (cl *CommitLog) SetQueueOffsets(table map[string]int64) {
+	m := make(map[topicQueueKey]int64, len(table))
+	for k, v := range table {
+		i := strings.LastIndexByte(k, '-')
+		if i < 0 {
+			continue
+		}
+		q, err := strconv.ParseInt(k[i+1:], 10, 32)
+		if err != nil {
+			continue
+		}
+		m[topicQueueKey{k[:i], int32(q)}] = v
+	}
+	cl.putMu.Lock()
+	cl.topicQueue = m
+	cl.putMu.Unlock()
+}
+
+// SetQueueOffset sets the next consume queue offset of one queue.
+func (cl *CommitLog) SetQueueOffset(topic string, queueID int32, next int64) {
+	cl.putMu.Lock()
+	cl.topicQueue[topicQueueKey{topic, queueID}] = next
+	cl.putMu.Unlock()
+}
+
+// QueueOffset returns the next consume queue offset of a queue (0 if unknown).
+func (cl *CommitLog) QueueOffset(topic string, queueID int32) int64 {
+	cl.putMu.Lock()
+	defer cl.putMu.Unlock()
+	return cl.topicQueue[topicQueueKey{topic, queueID}]
+}
+
+// RemoveQueue forgets a queue (topic deletion).
+func (cl *CommitLog) RemoveQueue(topic string, queueID int32) {
+	cl.putMu.Lock()
+	delete(cl.topicQueue, topicQueueKey{topic, queueID})
+	cl.putMu.Unlock()
+}
+
+func (cl *CommitLog) getBuf() *[]byte {
+	if p, ok := cl.encodePool.Get().(*[]byte); ok {
+		return p
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
+
+func (cl *CommitLog) putBuf(p *[]byte) {
+	if cap(*p) <= encodeBufMax {
+		*p = (*p)[:0]
+		cl.encodePool.Put(p)
+	}
+}
+
+func illegal(status PutStatus, err error) PutResult { return PutResult{Status: status, Err: err} }
+
+// check applies the limits shared by single and batch puts.
+func (cl *CommitLog) check(m *message.MessageExt) (PutResult, bool) {
+	if cl.closed.Load() {
+		return illegal(ServiceNotAvailable, ErrCommitLogClosed), false
+	}
+	if err := cl.flush.failed(); err != nil {
+		return illegal(ServiceNotAvailable, err), false
+	}
+	if len(m.Topic) > message.MaxTopicLength {
+		return illegal(MessageIllegal, fmt.Errorf("%w: topic %q... is %d bytes", ErrTopicTooLong, m.Topic[:32], len(m.Topic))), false
+	}
+	if len(m.Topic) == 0 {
+		return illegal(MessageIllegal, fmt.Errorf("%w: empty topic", ErrTopicTooLong)), false
+	}
+	if len(m.Body) > cl.cfg.MaxMessageSize {
+		return illegal(MessageIllegal, fmt.Errorf("%w: body of %d bytes over maxMessageSize %d",
+			ErrMessageTooLarge, len(m.Body), cl.cfg.MaxMessageSize)), false
+	}
+	if !m.StoreHost.IsValid() {
+		m.StoreHost = cl.storeHost
+	}
+	return PutResult{}, true
+}
+
+// encodeError maps an encoder error to a put result.
+func encodeError(err error) PutResult {
+	switch {
+	case errors.Is(err, message.ErrPropertiesTooLong):
+		return illegal(PropertiesSizeExceeded, fmt.Errorf("%w: %w", ErrPropertiesTooLarge, err))
+	case errors.Is(err, message.ErrTopicTooLong):
+		return illegal(MessageIllegal, fmt.Errorf("%w: %w", ErrTopicTooLong, err))
+	case errors.Is(err, message.ErrRecordTooLarge):
+		return illegal(MessageIllegal, fmt.Errorf("%w: %w", ErrMessageTooLarge, err))
+	default:
+		return illegal(MessageIllegal, fmt.Errorf("%w: %w", ErrIllegalBatch, err))
+	}
+}
+
+// PutMessage appends one message. The record is encoded outside the writer
+// lock; under it the commitlog assigns offsets and the store time, and after
+// it, under SYNC_FLUSH, the caller waits for the group commit (unless the
+// message has WAIT=false). msg's QueueOffset, CommitLogOffset,
+// StoreTimestamp, StoreSize, BodyCRC and (if unset) StoreHost are updated.
+func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) PutResult {
+	if r, ok := cl.check(msg); !ok {
+		return r
+	}
+	bp := cl.getBuf()
+	defer cl.putBuf(bp)
+	rec, err := message.EncodeRecord((*bp)[:0], msg)
+	*bp = rec
+	if err != nil {
+		return encodeError(err)
+	}
+	tran := message.TransactionType(msg.SysFlag)
+	res := cl.append(rec, 1, topicQueueKey{msg.Topic, msg.QueueID}, tran)
+	if res.Status != PutOK {
+		return res
+	}
+	msg.QueueOffset = res.QueueOffset
+	msg.CommitLogOffset = res.WroteOffset
+	msg.StoreTimestamp = res.StoreTimestamp
+	msg.StoreSize = res.WroteBytes
+	msg.BodyCRC = message.BodyCRC(msg.Body)
+	res.MsgID = message.CreateOffsetMsgID(msg.StoreHost, res.WroteOffset)
+	return cl.waitFlush(ctx, res, msg.Properties[message.PropWaitStoreMsgOK] != "false")
+}
+
+// PutMessages appends a producer batch: every record lands in one file,
+// with consecutive consume queue offsets. A batch may not carry a
+// transaction type or a delay level (CommitLog.asyncPutMessages), and its
+// whole body must be within MaxMessageSize.
+func (cl *CommitLog) PutMessages(ctx context.Context, batch *message.MessageExtBatch) PutResult {
+	m := &batch.MessageExt
+	if r, ok := cl.check(m); !ok {
+		return r
+	}
+	if message.TransactionType(m.SysFlag) != message.TransactionNotType {
+		return illegal(MessageIllegal, fmt.Errorf("%w: transaction messages cannot be batched", ErrIllegalBatch))
+	}
+	if m.DelayTimeLevel() > 0 {
+		return illegal(MessageIllegal, fmt.Errorf("%w: delay messages cannot be batched", ErrIllegalBatch))
+	}
+	bp := cl.getBuf()
+	defer cl.putBuf(bp)
+	recs, n, err := message.EncodeBatchRecords((*bp)[:0], batch, cl.cfg.MaxMessageSize)
+	*bp = recs
+	if err != nil {
+		return encodeError(err)
+	}
+	res := cl.append(recs, n, topicQueueKey{m.Topic, m.QueueID}, message.TransactionNotType)
+	if res.Status != PutOK {
+		return res
+	}
+	// RocketMQ answers a batch with the comma-joined offsetMsgIds.
+	ids := make([]byte, 0, n*33)
+	for off := 0; off < len(recs); {
+		if off > 0 {
+			ids = append(ids, ',')
+		}
+		ids = message.AppendOffsetMsgID(ids, m.StoreHost, res.WroteOffset+int64(off))
+		off += int(binary.BigEndian.Uint32(recs[off:]))
+	}
+	res.MsgID = string(ids)
+	m.QueueOffset = res.QueueOffset
+	m.CommitLogOffset = res.WroteOffset
+	m.StoreTimestamp = res.StoreTimestamp
+	return cl.waitFlush(ctx, res, m.Properties[message.PropWaitStoreMsgOK] != "false")
+}
+
+// append writes n encoded records (all of key's queue) under the writer lock.
+// Records of transaction type PREPARED or ROLLBACK get queue offset 0 and do
+// not advance the queue (they get no consume queue entry).
+func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) PutResult {
+	fileSize := cl.mfq.FileSize()
+	if len(recs)+message.BlankRecordLength > fileSize {
+		return illegal(MessageIllegal, fmt.Errorf("%w: %d bytes of records do not fit a commitlog file of %d bytes",
+			ErrMessageTooLarge, len(recs), fileSize))
+	}
+	advance := tran == message.TransactionNotType || tran == message.TransactionCommitType
+
+	cl.putMu.Lock()
+	defer cl.putMu.Unlock()
+	if cl.closed.Load() {
+		return illegal(ServiceNotAvailable, ErrCommitLogClosed)
+	}
+	mf := cl.mfq.LastMappedFile()
+	if mf == nil || mf.IsFull() {
+		var err error
+		if mf, err = cl.mfq.LastMappedFileOrCreate(0); err != nil {
+			return illegal(CreateMappedFileFailed, fmt.Errorf("%w: %w", ErrCreateMappedFile, err))
+		}
+	}
+	pos := mf.WrotePosition()
+	if rest := fileSize - pos; len(recs)+message.BlankRecordLength > rest {
+		// End of file: write the 8-byte blank marker (TOTALSIZE = the rest of
+		// the file, MAGIC = blank) and move on, so no record spans two files.
+		buf := mf.Buffer()
+		binary.BigEndian.PutUint32(buf[pos:], uint32(rest))
+		binary.BigEndian.PutUint32(buf[pos+4:], blankMagicWord)
+		mf.SetWrotePosition(fileSize)
+		var err error
+		if mf, err = cl.mfq.LastMappedFileOrCreate(0); err != nil {
+			return illegal(CreateMappedFileFailed, fmt.Errorf("%w: %w", ErrCreateMappedFile, err))
+		}
+		pos = mf.WrotePosition()
+	}
+	storeTs := cl.now().UnixMilli()
+	queueOffset := int64(0)
+	if advance {
+		queueOffset = cl.topicQueue[key]
+	}
+	base := mf.FileFromOffset() + int64(pos)
+	be := binary.BigEndian
+	for off, i := 0, int64(0); off < len(recs); i++ {
+		r := recs[off:]
+		qo := int64(0)
+		if advance {
+			qo = queueOffset + i
+		}
+		be.PutUint64(r[message.PosQueueOffset:], uint64(qo))
+		be.PutUint64(r[message.PosPhysicalOffset:], uint64(base+int64(off)))
+		sysFlag := int32(be.Uint32(r[message.PosSysFlag:]))
+		be.PutUint64(r[message.StoreTimestampPos(sysFlag):], uint64(storeTs))
+		off += int(be.Uint32(r))
+	}
+	copy(mf.Buffer()[pos:], recs)
+	mf.SetWrotePosition(pos + len(recs))
+	if advance {
+		cl.topicQueue[key] = queueOffset + int64(n)
+	}
+	cl.lastStoreTimestamp.Store(storeTs)
+	return PutResult{
+		Status:         PutOK,
+		WroteOffset:    base,
+		WroteBytes:     int32(len(recs)),
+		QueueOffset:    queueOffset,
+		StoreTimestamp: storeTs,
+		MsgNum:         n,
+	}
+}
+
+// waitFlush applies the flush policy to a stored put.
+func (cl *CommitLog) waitFlush(ctx context.Context, res PutResult, wait bool) PutResult {
+	if cl.appendHook != nil {
+		cl.appendHook()
+	}
+	if cl.cfg.FlushDiskType != SyncFlush || !wait {
+		return res
+	}
+	if err := cl.flush.waitFlushed(ctx, res.WroteOffset+int64(res.WroteBytes)); err != nil {
+		res.Status = FlushDiskTimeout
+		res.Err = err
+	}
+	return res
+}
+
+// GetData returns the written bytes from offset to the end of the written data
+// in the file holding offset. The caller must Release the result.
+func (cl *CommitLog) GetData(offset int64) (SelectResult, bool) {
+	mf := cl.mfq.FindMappedFileByOffset(offset, offset == 0)
+	if mf == nil {
+		return SelectResult{}, false
+	}
+	pos := offset - mf.FileFromOffset()
+	if pos < 0 || pos >= int64(mf.FileSize()) {
+		return SelectResult{}, false
+	}
+	return mf.SelectFrom(int(pos))
+}
+
+// GetMessage returns exactly size bytes at offset (one record). The caller
+// must Release the result.
+func (cl *CommitLog) GetMessage(offset int64, size int32) (SelectResult, bool) {
+	mf := cl.mfq.FindMappedFileByOffset(offset, offset == 0)
+	if mf == nil || size <= 0 {
+		return SelectResult{}, false
+	}
+	pos := offset - mf.FileFromOffset()
+	if pos < 0 || pos+int64(size) > int64(mf.FileSize()) {
+		return SelectResult{}, false
+	}
+	return mf.SelectBytes(int(pos), int(size))
+}
+
+// CheckRecord parses the record at the start of b (b may extend beyond it)
+// into a DispatchRequest. The blank end-of-file marker gives BlankRecord with
+// MsgSize 0. Anything else that is not a valid record (bad magic, sizes that
+// disagree, a short buffer, or a CRC mismatch when checkCRC) returns an error
+// wrapping ErrCorruptRecord and the message package's cause.
+func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
+	r, err := message.ParseRecord(b)
+	if errors.Is(err, message.ErrBlankRecord) {
+		return DispatchRequest{BlankRecord: true}, nil
+	}
+	if err != nil {
+		return DispatchRequest{}, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+	}
+	if checkCRC {
+		if err := r.VerifyCRC(); err != nil {
+			return DispatchRequest{}, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
+		}
+	}
+	props := message.UnmarshalProperties(r.Properties())
+	d := DispatchRequest{
+		Topic:                     string(r.Topic()),
+		QueueID:                   r.QueueID(),
+		CommitLogOffset:           r.PhysicalOffset(),
+		MsgSize:                   int32(r.Size()),
+		StoreTimestamp:            r.StoreTimestamp(),
+		ConsumeQueueOffset:        r.QueueOffset(),
+		Keys:                      props[message.PropKeys],
+		UniqKey:                   props[message.PropUniqKey],
+		SysFlag:                   r.SysFlag(),
+		PreparedTransactionOffset: r.PreparedTransactionOffset(),
+		Properties:                props,
+	}
+	if tags := props[message.PropTags]; tags != "" {
+		d.TagsCode = message.TagsHashCode(tags)
+	}
+	return d, nil
+}
+
+// CheckRecord is the package function CheckRecord, for callers holding a CommitLog.
+func (cl *CommitLog) CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
+	return CheckRecord(b, checkCRC)
+}
+
+// DeleteExpiredFiles deletes commitlog files last written at least expire
+// before now, oldest first, never the newest file, at most 10 per call with
+// interval between deletions. A file still held by readers is waited for up
+// to forceTimeout, then unlinked (its mapping is freed by the last reader).
+// cleanImmediately deletes regardless of age (disk nearly full). It returns
+// how many files were deleted.
+func (cl *CommitLog) DeleteExpiredFiles(now time.Time, expire, interval, forceTimeout time.Duration, cleanImmediately bool) int {
+	return cl.mfq.DeleteExpiredByTime(now, expire, interval, forceTimeout, cleanImmediately)
+}

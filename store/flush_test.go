@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestGroupCommitServesManyWritersWithFewerSyncs(t *testing.T) {
+	cl := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, nil)
+	const writers, each = 64, 25
+	var wg sync.WaitGroup
+	results := make(chan PutResult, writers*each)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				results <- cl.PutMessage(context.Background(), clMsg("GC", int32(w%4), clBody(i, 1024), nil))
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	var maxEnd int64
+	for r := range results {
+		require.Equal(t, PutOK, r.Status, "%v", r.Err)
+		maxEnd = max(maxEnd, r.WroteOffset+int64(r.WroteBytes))
+	}
+	assert.GreaterOrEqual(t, cl.FlushedWhere(), maxEnd, "every acknowledged record is flushed")
+	syncs := cl.flush.syncs.Load()
+	t.Logf("%d puts, %d flushes", writers*each, syncs)
+	assert.Less(t, syncs, int64(writers*each), "one flush serves several writers")
+	assert.Positive(t, syncs)
+}
+
+func TestSyncFlushErrorReachesWritersAndSticks(t *testing.T) {
+	injected := errors.New("injected EIO")
+	cl := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, func(cl *CommitLog) {
+		cl.flush.flushFn = func(int) (int64, error) { return cl.mfq.FlushedWhere(), injected }
+	})
+	const writers = 8
+	var wg sync.WaitGroup
+	res := make([]PutResult, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = cl.PutMessage(context.Background(), clMsg("E", 0, []byte("payload"), nil))
+		}()
+	}
+	wg.Wait()
+	for _, r := range res {
+		assert.Equal(t, FlushDiskTimeout, r.Status)
+		assert.ErrorIs(t, r.Err, ErrFlushFailed)
+		assert.ErrorIs(t, r.Err, injected)
+		// The message stays stored (in the page cache).
+		sel, ok := cl.GetMessage(r.WroteOffset, r.WroteBytes)
+		require.True(t, ok)
+		sel.Release()
+	}
+	r := cl.PutMessage(context.Background(), clMsg("E", 0, []byte("later"), nil))
+	assert.Equal(t, ServiceNotAvailable, r.Status, "a failed flush cannot be trusted again")
+	assert.ErrorIs(t, r.Err, injected)
+	assert.Error(t, cl.Shutdown(), "shutdown reports the flush failure")
+}
+
+func TestAsyncFlushErrorIsNotHidden(t *testing.T) {
+	injected := errors.New("injected msync failure")
+	cl := mustOpenCommitLog(t, clTestConfig(t, AsyncFlush), nil, true, func(cl *CommitLog) {
+		cl.flush.flushFn = func(int) (int64, error) { return cl.mfq.FlushedWhere(), injected }
+	})
+	r := cl.PutMessage(context.Background(), clMsg("E", 0, make([]byte, 64<<10), nil))
+	require.Equal(t, PutOK, r.Status, "async acknowledges from the page cache")
+	require.Eventually(t, func() bool { return cl.flush.failed() != nil }, 5*time.Second, 5*time.Millisecond)
+	r = cl.PutMessage(context.Background(), clMsg("E", 0, []byte("x"), nil))
+	assert.Equal(t, ServiceNotAvailable, r.Status)
+	assert.ErrorIs(t, r.Err, injected)
+}
+
+func TestSyncFlushTimeoutKeepsMessage(t *testing.T) {
+	release := make(chan struct{})
+	cfg := clTestConfig(t, SyncFlush)
+	cfg.SyncFlushTimeout = 50 * time.Millisecond
+	cl := mustOpenCommitLog(t, cfg, nil, true, func(cl *CommitLog) {
+		real := cl.flush.flushFn
+		cl.flush.flushFn = func(least int) (int64, error) {
+			<-release // a disk that stalls
+			return real(least)
+		}
+	})
+	t.Cleanup(func() { close(release) }) // runs before Shutdown's cleanup
+	start := time.Now()
+	r := cl.PutMessage(context.Background(), clMsg("S", 0, []byte("slow disk"), nil))
+	assert.Equal(t, FlushDiskTimeout, r.Status)
+	assert.ErrorIs(t, r.Err, ErrFlushTimeout)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	sel, ok := cl.GetMessage(r.WroteOffset, r.WroteBytes)
+	require.True(t, ok, "the message stays stored")
+	sel.Release()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r = cl.PutMessage(ctx, clMsg("S", 0, []byte("cancelled"), nil))
+	assert.Equal(t, FlushDiskTimeout, r.Status)
+	assert.ErrorIs(t, r.Err, context.Canceled)
+}
+
+func TestAsyncFlushHonoursLeastPages(t *testing.T) {
+	cfg := clTestConfig(t, AsyncFlush)
+	cfg.FlushCommitLogThorough = time.Hour
+	cl := mustOpenCommitLog(t, cfg, nil, true, nil)
+	// Under 4 pages: the interval flush leaves it alone.
+	r := cl.PutMessage(context.Background(), clMsg("P", 0, make([]byte, 2000), nil))
+	require.Equal(t, PutOK, r.Status)
+	time.Sleep(5 * cfg.FlushIntervalCommitLog) // no condition to poll: asserting that nothing happens
+	assert.Less(t, cl.FlushedWhere(), cl.MaxOffset())
+	// Over 4 pages: flushed by the next interval.
+	r = cl.PutMessage(context.Background(), clMsg("P", 0, make([]byte, 5*4096), nil))
+	require.Equal(t, PutOK, r.Status)
+	require.Eventually(t, func() bool { return cl.FlushedWhere() >= cl.MaxOffset() }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestCheckpointFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoint")
+	cp, err := OpenCheckpoint(path)
+	require.NoError(t, err)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4096, st.Size())
+	cp.SetPhysicMsgTimestamp(1700000010000)
+	cp.SetLogicsMsgTimestamp(1700000005000)
+	cp.SetIndexMsgTimestamp(1700000001000)
+	assert.EqualValues(t, 1700000002000, cp.MinTimestamp())
+	assert.EqualValues(t, 1700000001000, cp.MinTimestampIndex())
+	require.NoError(t, cp.Close())
+	require.NoError(t, cp.Close())
+
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1700000010000, binary.BigEndian.Uint64(raw[0:]), "big-endian long at 0")
+	assert.EqualValues(t, 1700000005000, binary.BigEndian.Uint64(raw[8:]))
+	assert.EqualValues(t, 1700000001000, binary.BigEndian.Uint64(raw[16:]))
+
+	cp, err = OpenCheckpoint(path)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1700000010000, cp.PhysicMsgTimestamp())
+	assert.EqualValues(t, 1700000005000, cp.LogicsMsgTimestamp())
+	assert.EqualValues(t, 1700000001000, cp.IndexMsgTimestamp())
+	require.NoError(t, cp.Close())
+
+	cp.SetPhysicMsgTimestamp(1000)
+	assert.Zero(t, cp.MinTimestamp(), "never below zero")
+
+	require.NoError(t, os.WriteFile(path, []byte("short"), 0o644))
+	_, err = OpenCheckpoint(path)
+	assert.ErrorIs(t, err, ErrCheckpointShort)
+	assert.ErrorContains(t, err, path)
+}
+
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	l, err := LockDir(dir)
+	require.NoError(t, err)
+	_, err = LockDir(dir)
+	assert.ErrorIs(t, err, ErrStoreLocked)
+	assert.ErrorContains(t, err, dir)
+
+	// Another process sees the lock too.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockDirHelperProcess$")
+	cmd.Env = append(os.Environ(), "STORE_LOCK_HELPER_DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "locked by another broker")
+
+	require.NoError(t, l.Unlock())
+	require.NoError(t, l.Unlock())
+	l2, err := LockDir(dir)
+	require.NoError(t, err, "free again after unlock")
+	require.NoError(t, l2.Unlock())
+}
+
+// TestLockDirHelperProcess runs in a child process of TestLockDir.
+func TestLockDirHelperProcess(t *testing.T) {
+	dir := os.Getenv("STORE_LOCK_HELPER_DIR")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	_, err := LockDir(dir)
+	if err == nil {
+		t.Fatal("second process took the lock")
+	}
+	os.Stdout.WriteString(err.Error() + "\n")
+}
+
+func TestWriteFileAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "topics.json")
+	require.NoError(t, WriteFileAtomic(path, []byte(`{"a":1}`), 0o600))
+	require.NoError(t, WriteFileAtomic(path, []byte(`{"a":2}`), 0o644))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":2}`, string(got))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file left behind")
+
+	err = WriteFileAtomic(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644)
+	assert.Error(t, err)
+}

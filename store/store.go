@@ -1,0 +1,688 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/sirupsen/logrus"
+)
+
+// Errors of the store facade.
+var (
+	// ErrShutdown is returned when the store is used after Shutdown.
+	ErrShutdown = errors.New("store: shut down")
+	// ErrMessageNotFound is returned when no record starts at an offset.
+	ErrMessageNotFound = errors.New("store: no message at offset")
+)
+
+// Paths under the store root, as RocketMQ lays them out.
+const (
+	consumeQueueDirName = "consumequeue"
+	indexDirName        = "index"
+	abortFileName       = "abort"
+	// deletedMarkerName is written into consumequeue/<topic>/ by DeleteTopic:
+	// it holds the commitlog end at deletion, so older records of the topic
+	// are never queued again (recovery would otherwise resurrect them).
+	deletedMarkerName  = ".deleted"
+	checkpointFileName = "checkpoint"
+)
+
+// catchUpStall is how long Open waits for a dispatch that stopped moving.
+const catchUpStall = 5 * time.Second
+
+// consumeQueueThoroughFlush is how often every consume queue is flushed
+// regardless of pages, and the checkpoint's logics time written
+// (flushConsumeQueueThoroughInterval).
+const consumeQueueThoroughFlush = 60 * time.Second
+
+// Option changes how Open builds a Store (mostly for tests).
+type Option func(*Store)
+
+// WithClock replaces time.Now for retention decisions and index file names.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithDiskUsage replaces the disk usage probe: it returns the used fraction
+// (0..1) of the file system holding path.
+func WithDiskUsage(fn func(path string) (float64, error)) Option {
+	return func(s *Store) { s.diskUsage = fn }
+}
+
+type queueKey struct {
+	topic   string
+	queueID int32
+}
+
+// Store is the message store (RocketMQ's DefaultMessageStore): one commitlog
+// holding every message, a consume queue per topic-queue pointing into it,
+// index files by key, and the loops that dispatch, flush and clean them.
+//
+// Writers call PutMessage/PutMessages; the dispatch loop then adds the
+// consume-queue and index entries and tells the arriving listener. Readers
+// (GetMessage and friends) are safe from any goroutine. Open starts the
+// loops; Shutdown stops them.
+type Store struct {
+	cfg       *Config
+	log       logrus.FieldLogger
+	now       func() time.Time
+	diskUsage func(path string) (float64, error)
+
+	lock       *LockFile
+	checkpoint *StoreCheckpoint
+	commitLog  *CommitLog
+	index      *IndexService
+	reput      *reputService
+
+	cqRoot string
+	cqMu   sync.RWMutex
+	cqs    map[queueKey]*ConsumeQueue
+	// deletedBefore maps a deleted topic to the commitlog offset below
+	// which its records get no queue entries; guarded by cqMu.
+	deletedBefore map[string]int64
+
+	// logicsTs is the store time of the newest consume-queue entry, written
+	// to the checkpoint after the consume queues are flushed.
+	logicsTs atomic.Int64
+
+	diskFull     atomic.Bool
+	shutdown     atomic.Bool
+	shutdownOnce sync.Once
+	stop         chan struct{}
+	wg           sync.WaitGroup
+
+	clean      cleanState
+	resultPool sync.Pool
+	// memoryLimit is accessMessageInMemoryMaxRatio (40%) of the RAM: data
+	// further behind the commitlog end counts as on disk.
+	memoryLimit int64
+	lastExitOK  bool
+	// indexRebuildFrom is where dispatch must start to rebuild index files
+	// deleted after a crash (-1: none).
+	indexRebuildFrom int64
+	cleanedUpTo      atomic.Int64 // commitlog min offset the consume queues were cleaned for
+}
+
+// Open locks the store directory, loads and recovers the files, catches the
+// dispatch up with the commitlog and starts the dispatch, flush and clean
+// loops. A second Open of the same directory fails while the first runs.
+func Open(cfg *Config, log logrus.FieldLogger, opts ...Option) (*Store, error) {
+	if cfg == nil {
+		return nil, errors.New("store: nil config")
+	}
+	if log == nil {
+		log = NewMappedFileQueue("", 0, nil).log
+	}
+	s := &Store{
+		cfg:       cfg,
+		log:       log.WithField("component", "store"),
+		now:       time.Now,
+		diskUsage: statfsUsage,
+		cqRoot:    filepath.Join(cfg.StorePathRootDir, consumeQueueDirName),
+		cqs:       make(map[queueKey]*ConsumeQueue),
+		stop:      make(chan struct{}),
+
+		deletedBefore: make(map[string]int64),
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.memoryLimit = physicalMemory() * accessMessageInMemoryMaxRatio / 100
+	s.resultPool.New = func() any { return &GetMessageResult{Messages: make([]SelectResult, 0, 32)} }
+	if err := os.MkdirAll(cfg.StorePathRootDir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: create root %s: %w", cfg.StorePathRootDir, err)
+	}
+	lock, err := LockDir(cfg.StorePathRootDir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	if err := s.load(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+// load runs RocketMQ's load + recover sequence.
+func (s *Store) load() error {
+	abortPath := filepath.Join(s.cfg.StorePathRootDir, abortFileName)
+	_, err := os.Stat(abortPath)
+	s.lastExitOK = errors.Is(err, os.ErrNotExist)
+	s.log.WithField("lastExitOK", s.lastExitOK).Info("loading store")
+
+	if s.commitLog, err = NewCommitLog(s.cfg, s.log); err != nil {
+		return err
+	}
+	if err := s.commitLog.Load(); err != nil {
+		return err
+	}
+	if err := s.loadConsumeQueues(); err != nil {
+		return err
+	}
+	if s.checkpoint, err = OpenCheckpoint(filepath.Join(s.cfg.StorePathRootDir, checkpointFileName)); err != nil {
+		return err
+	}
+	if s.cfg.MessageIndexEnable {
+		s.index = NewIndexService(filepath.Join(s.cfg.StorePathRootDir, indexDirName),
+			s.cfg.MaxHashSlotNum, s.cfg.MaxIndexNum, s.log, s.now)
+		s.index.SetFullFlushedHook(func(ts int64) { s.checkpoint.SetIndexMsgTimestamp(ts) })
+		if s.indexRebuildFrom, err = s.index.Load(s.lastExitOK, s.checkpoint.IndexMsgTimestamp()); err != nil {
+			return err
+		}
+	}
+	return s.recover()
+}
+
+// loadConsumeQueues maps every consumequeue/<topic>/<queueId> directory.
+func (s *Store) loadConsumeQueues() error {
+	topics, err := os.ReadDir(s.cqRoot)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: read dir %s: %w", s.cqRoot, err)
+	}
+	for _, t := range topics {
+		if !t.IsDir() {
+			continue
+		}
+		queues, err := os.ReadDir(filepath.Join(s.cqRoot, t.Name()))
+		if err != nil {
+			return fmt.Errorf("store: read dir %s: %w", t.Name(), err)
+		}
+		for _, q := range queues {
+			if q.Name() == deletedMarkerName {
+				if err := s.loadDeletedMarker(t.Name()); err != nil {
+					return err
+				}
+				continue
+			}
+			id, err := strconv.ParseInt(q.Name(), 10, 32)
+			if !q.IsDir() || err != nil {
+				s.log.WithField("path", filepath.Join(s.cqRoot, t.Name(), q.Name())).Warn("ignoring a non-queue entry")
+				continue
+			}
+			cq := NewConsumeQueue(s.cqRoot, t.Name(), int32(id), s.cfg.MappedFileSizeConsumeQ, s.log)
+			if err := cq.Load(); err != nil {
+				return err
+			}
+			s.cqs[queueKey{t.Name(), int32(id)}] = cq
+		}
+	}
+	return nil
+}
+
+// loadDeletedMarker reads consumequeue/<topic>/.deleted.
+func (s *Store) loadDeletedMarker(topic string) error {
+	path := filepath.Join(s.cqRoot, topic, deletedMarkerName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("store: read %s: %w", path, err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("store: %s holds %q, not a commitlog offset: %w", path, b, err)
+	}
+	s.deletedBefore[topic] = v
+	return nil
+}
+
+// wasDeleted reports whether the record of topic at phyOffset was written
+// before the topic was deleted.
+func (s *Store) wasDeleted(topic string, phyOffset int64) bool {
+	s.cqMu.RLock()
+	defer s.cqMu.RUnlock()
+	if len(s.deletedBefore) == 0 {
+		return false
+	}
+	before, ok := s.deletedBefore[topic]
+	return ok && phyOffset < before
+}
+
+// recover recovers consume queues and the commitlog, cuts consume-queue
+// entries beyond the commitlog's valid end, rebuilds the topic-queue offset
+// table and picks the dispatch start.
+func (s *Store) recover() error {
+	maxPhyOfCQ := int64(0)
+	for _, cq := range s.cqs {
+		if err := cq.Recover(); err != nil {
+			return err
+		}
+		maxPhyOfCQ = max(maxPhyOfCQ, cq.MaxPhysicOffset())
+	}
+	if err := s.commitLog.Recover(s.lastExitOK, s.checkpoint); err != nil {
+		return err
+	}
+	clMin, clMax := s.commitLog.MinOffset(), s.commitLog.MaxOffset()
+	for k, cq := range s.cqs {
+		if s.commitLog.Files().Len() == 0 {
+			// No commitlog at all: nothing a consume queue says can be read.
+			if err := cq.Destroy(); err != nil {
+				return err
+			}
+			delete(s.cqs, k)
+			continue
+		}
+		if cq.MaxPhysicOffset() > clMax {
+			if err := cq.TruncateDirty(clMax); err != nil {
+				return err
+			}
+		}
+	}
+	reputFrom := int64(0)
+	for _, cq := range s.cqs {
+		cq.CorrectMinOffset(clMin)
+		reputFrom = max(reputFrom, cq.MaxPhysicOffset())
+	}
+	s.rebuildQueueTable()
+	// A queue that lost entries (or its directory) below the newest entry
+	// of all queues is only noticed by reading the records the commitlog
+	// recovery just walked (they are in the page cache).
+	if gap, missingOld := s.findUndispatched(s.commitLog.RecoverStartOffset(), min(reputFrom, clMax)); gap >= 0 {
+		s.log.WithFields(logrus.Fields{"offset": gap, "fullRebuild": missingOld}).
+			Warn("consume queue entries missing below the dispatch point; dispatching again")
+		reputFrom = gap
+		if missingOld {
+			reputFrom = clMin
+		}
+	}
+	if !s.lastExitOK {
+		// After a crash the newest consume-queue entries may not have
+		// reached the disk: dispatch again from the first commitlog file
+		// stored before the checkpoint's times (entries are idempotent).
+		reputFrom = min(reputFrom, s.abnormalDispatchStart())
+	}
+	if s.indexRebuildFrom >= 0 {
+		reputFrom = min(reputFrom, s.indexRebuildFrom)
+	}
+	reputFrom = max(min(reputFrom, clMax), clMin)
+	s.reput = newReputService(s, s.log.WithField("component", "dispatch"))
+	s.reput.reputFrom.Store(reputFrom)
+	s.log.WithFields(logrus.Fields{
+		"commitlogMin": clMin, "commitlogMax": clMax, "maxPhyOffsetOfConsumeQueue": maxPhyOfCQ,
+		"dispatchFrom": reputFrom, "queues": len(s.cqs),
+	}).Info("store recovered")
+	return nil
+}
+
+// rebuildQueueTable sets the commitlog's next queue offsets from the
+// consume queues' max offsets (recoverTopicQueueTable).
+func (s *Store) rebuildQueueTable() {
+	s.cqMu.RLock()
+	table := make(map[string]int64, len(s.cqs))
+	for k, cq := range s.cqs {
+		table[k.topic+"-"+strconv.Itoa(int(k.queueID))] = cq.MaxOffsetInQueue()
+	}
+	s.cqMu.RUnlock()
+	s.commitLog.SetQueueOffsets(table)
+}
+
+// findUndispatched walks the records in [from, to) and returns the offset of
+// the first one whose consume-queue entry is missing (-1 if none), and
+// whether some queue is missing entirely although its records there do not
+// start at queue offset 0 (its older entries are gone too: everything must
+// be dispatched again).
+func (s *Store) findUndispatched(from, to int64) (int64, bool) {
+	gap, missingOld := int64(-1), false
+	for off := from; off < to; {
+		res, ok := s.commitLog.GetData(off)
+		if !ok {
+			break
+		}
+		b := res.Bytes
+		pos := 0
+		for pos < len(b) && off+int64(pos) < to {
+			r, err := message.ParseRecord(b[pos:])
+			if err != nil {
+				break // blank marker or the end: next file
+			}
+			tt := message.TransactionType(r.SysFlag())
+			if (tt == message.TransactionNotType || tt == message.TransactionCommitType) &&
+				!s.wasDeleted(string(r.Topic()), off+int64(pos)) {
+				cq := s.cqs[queueKey{string(r.Topic()), r.QueueID()}]
+				switch {
+				case cq == nil && r.QueueOffset() > 0:
+					missingOld = true
+					fallthrough
+				case cq == nil || r.QueueOffset() >= cq.MaxOffsetInQueue():
+					if gap < 0 {
+						gap = off + int64(pos)
+					}
+				}
+			}
+			if missingOld {
+				res.Release()
+				return gap, true
+			}
+			pos += r.Size()
+		}
+		res.Release()
+		off = s.commitLog.RollNextFile(off)
+	}
+	return gap, missingOld
+}
+
+// abnormalDispatchStart returns the start of the newest commitlog file whose
+// first record was stored no later than the checkpoint's safe time.
+func (s *Store) abnormalDispatchStart() int64 {
+	safe := s.checkpoint.MinTimestamp()
+	files := s.commitLog.Files().Files()
+	for i := len(files) - 1; i >= 0; i-- {
+		ts := s.pickupStoreTimestamp(files[i].FileFromOffset(), 0)
+		if ts > 0 && ts <= safe {
+			return files[i].FileFromOffset()
+		}
+	}
+	if len(files) > 0 {
+		return files[0].FileFromOffset()
+	}
+	return 0
+}
+
+// start launches the loops, waits for the dispatch to catch up and marks the
+// store as running (abort file) until a clean Shutdown.
+func (s *Store) start() {
+	s.commitLog.SetCheckpoint(s.checkpoint)
+	// Wake dispatch right after each append, before a SYNC_FLUSH wait.
+	s.commitLog.SetAppendHook(s.reput.signal)
+	s.commitLog.Start()
+	s.reput.start(s.reput.reputFrom.Load())
+	// RocketMQ's start blocks until dispatch caught up, so the first reads
+	// after Open see every recovered message.
+	last, lastMove := s.reput.reputFrom.Load(), time.Now()
+	for s.reput.behind() > 0 {
+		time.Sleep(time.Millisecond)
+		if cur := s.reput.reputFrom.Load(); cur != last {
+			last, lastMove = cur, time.Now()
+		} else if time.Since(lastMove) > catchUpStall {
+			s.log.WithFields(logrus.Fields{"dispatchFrom": cur, "commitlogMax": s.commitLog.MaxOffset()}).
+				Error("dispatch makes no progress; opening anyway")
+			break
+		}
+	}
+	// Entries rebuilt by the catch-up may extend queues: no put has run
+	// yet, so the table can be taken from the consume queues again.
+	s.rebuildQueueTable()
+	abortPath := filepath.Join(s.cfg.StorePathRootDir, abortFileName)
+	if f, err := os.OpenFile(abortPath, os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+		s.log.WithError(err).Error("cannot create the abort file")
+	} else {
+		f.Close()
+		if err := syncDir(s.cfg.StorePathRootDir); err != nil {
+			s.log.WithError(err).Warn("sync store root")
+		}
+	}
+	s.wg.Add(2)
+	go s.flushConsumeQueueLoop()
+	go s.cleanLoop()
+}
+
+// Shutdown stops the loops, dispatches and flushes everything, writes the
+// checkpoint, removes the abort file (a clean exit) and unlocks. It is safe
+// to call twice; ctx bounds nothing that can block forever but is accepted
+// for the broker's shutdown sequence.
+func (s *Store) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutdownOnce.Do(func() {
+		s.shutdown.Store(true)
+		close(s.stop)
+		s.wg.Wait()
+		var errs []error
+		s.reput.shutdown()
+		caughtUp := s.reput.behind() <= 0
+		errs = append(errs, s.commitLog.Shutdown())
+		errs = append(errs, s.flushConsumeQueues(0))
+		if s.index != nil {
+			errs = append(errs, s.index.Flush())
+		}
+		if ts := s.logicsTs.Load(); ts > 0 {
+			s.checkpoint.SetLogicsMsgTimestamp(ts)
+		}
+		errs = append(errs, s.checkpoint.Flush())
+		err = errors.Join(errs...)
+		if err == nil && caughtUp {
+			if rerr := os.Remove(filepath.Join(s.cfg.StorePathRootDir, abortFileName)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				err = fmt.Errorf("store: remove abort file: %w", rerr)
+			}
+		} else {
+			s.log.WithError(err).WithField("caughtUp", caughtUp).Warn("unclean shutdown: the abort file stays")
+		}
+		if cerr := s.closeFiles(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		_ = ctx
+	})
+	return err
+}
+
+// closeFiles unmaps everything and releases the lock.
+func (s *Store) closeFiles() error {
+	var errs []error
+	s.cqMu.Lock()
+	for _, cq := range s.cqs {
+		errs = append(errs, cq.Close())
+	}
+	s.cqMu.Unlock()
+	if s.index != nil {
+		errs = append(errs, s.index.Close())
+	}
+	if s.commitLog != nil {
+		errs = append(errs, s.commitLog.Close())
+	}
+	if s.checkpoint != nil {
+		errs = append(errs, s.checkpoint.Close())
+	}
+	if s.lock != nil {
+		errs = append(errs, s.lock.Unlock())
+	}
+	return errors.Join(errs...)
+}
+
+// Config returns the store's configuration (do not modify).
+func (s *Store) Config() *Config { return s.cfg }
+
+// CommitLog exposes the commitlog (HA replication reads and appends).
+func (s *Store) CommitLog() *CommitLog { return s.commitLog }
+
+// LastExitOK reports whether the previous run shut down cleanly.
+func (s *Store) LastExitOK() bool { return s.lastExitOK }
+
+// SetArrivingListener sets the function told of each dispatched message
+// (long polling). nil removes it.
+func (s *Store) SetArrivingListener(fn ArrivingListener) {
+	if fn == nil {
+		s.reput.listener.Store(nil)
+		return
+	}
+	s.reput.listener.Store(&fn)
+}
+
+// DispatchBehindBytes returns how many commitlog bytes await dispatch.
+func (s *Store) DispatchBehindBytes() int64 { return max(0, s.reput.behind()) }
+
+// PutMessage stores one message. It refuses with ServiceNotAvailable when
+// the store is shut down or the disk is over DiskWarningRatio (Err is then
+// ErrShutdown or ErrDiskFull).
+func (s *Store) PutMessage(ctx context.Context, msg *message.MessageExt) PutResult {
+	if r, refused := s.checkWritable(); refused {
+		return r
+	}
+	return s.commitLog.PutMessage(ctx, msg)
+}
+
+// PutMessages stores a batch in one commitlog file with consecutive queue
+// offsets; refusals as PutMessage.
+func (s *Store) PutMessages(ctx context.Context, batch *message.MessageExtBatch) PutResult {
+	if r, refused := s.checkWritable(); refused {
+		return r
+	}
+	return s.commitLog.PutMessages(ctx, batch)
+}
+
+func (s *Store) checkWritable() (PutResult, bool) {
+	switch {
+	case s.shutdown.Load():
+		return PutResult{Status: ServiceNotAvailable, Err: ErrShutdown}, true
+	case s.diskFull.Load():
+		return PutResult{Status: ServiceNotAvailable, Err: ErrDiskFull}, true
+	}
+	return PutResult{}, false
+}
+
+// consumeQueue returns the queue or nil.
+func (s *Store) consumeQueue(topic string, queueID int32) *ConsumeQueue {
+	s.cqMu.RLock()
+	defer s.cqMu.RUnlock()
+	return s.cqs[queueKey{topic, queueID}]
+}
+
+// consumeQueueOrCreate returns the queue, creating it on first dispatch.
+func (s *Store) consumeQueueOrCreate(topic string, queueID int32) (*ConsumeQueue, error) {
+	if cq := s.consumeQueue(topic, queueID); cq != nil {
+		return cq, nil
+	}
+	if topic == "" || strings.ContainsAny(topic, `/\`) || topic == "." || topic == ".." {
+		return nil, fmt.Errorf("store: topic %q cannot name a consume queue directory", topic)
+	}
+	s.cqMu.Lock()
+	defer s.cqMu.Unlock()
+	k := queueKey{topic, queueID}
+	if cq := s.cqs[k]; cq != nil {
+		return cq, nil
+	}
+	cq := NewConsumeQueue(s.cqRoot, topic, queueID, s.cfg.MappedFileSizeConsumeQ, s.log)
+	s.cqs[k] = cq
+	return cq, nil
+}
+
+// consumeQueues returns a snapshot of all queues.
+func (s *Store) consumeQueues() []*ConsumeQueue {
+	s.cqMu.RLock()
+	defer s.cqMu.RUnlock()
+	out := make([]*ConsumeQueue, 0, len(s.cqs))
+	for _, cq := range s.cqs {
+		out = append(out, cq)
+	}
+	return out
+}
+
+// Topics returns the topics that have consume queues, sorted.
+func (s *Store) Topics() []string {
+	s.cqMu.RLock()
+	seen := map[string]bool{}
+	for k := range s.cqs {
+		seen[k.topic] = true
+	}
+	s.cqMu.RUnlock()
+	out := make([]string, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Store) setLogicsMsgTimestamp(ts int64) { s.logicsTs.Store(ts) }
+
+// DeleteTopic removes the consume queues of topic and forgets their next
+// offsets (DELETE_TOPIC_IN_BROKER). The records stay in the commitlog until
+// retention removes them, but never get queue entries again: a marker file
+// keeps recovery from rebuilding them. A later message re-creates the topic.
+func (s *Store) DeleteTopic(topic string) error {
+	if topic == "" || strings.ContainsAny(topic, `/\`) || topic == "." || topic == ".." {
+		return fmt.Errorf("store: topic %q cannot name a consume queue directory", topic)
+	}
+	// Records up to the current end belong to the deleted topic; marking
+	// them first keeps the dispatch loop from re-creating the queues.
+	end := s.commitLog.MaxOffset()
+	s.cqMu.Lock()
+	s.deletedBefore[topic] = end
+	var drop []*ConsumeQueue
+	for k, cq := range s.cqs {
+		if k.topic == topic {
+			drop = append(drop, cq)
+			delete(s.cqs, k)
+		}
+	}
+	s.cqMu.Unlock()
+	var errs []error
+	for _, cq := range drop {
+		s.commitLog.RemoveQueue(topic, cq.QueueID())
+		errs = append(errs, cq.Destroy())
+	}
+	dir := filepath.Join(s.cqRoot, topic)
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, fmt.Errorf("store: remove consume queues of %s: %w", topic, err))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		errs = append(errs, fmt.Errorf("store: create %s: %w", dir, err))
+	} else if err := WriteFileAtomic(filepath.Join(dir, deletedMarkerName), []byte(strconv.FormatInt(end, 10)), 0o644); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// flushConsumeQueueLoop flushes consume queues every FlushIntervalConsumeQ
+// (least FlushConsumeQLeastPages pages) and thoroughly every minute, then
+// writes the checkpoint.
+func (s *Store) flushConsumeQueueLoop() {
+	defer s.wg.Done()
+	interval := s.cfg.FlushIntervalConsumeQ
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	lastThorough := time.Now()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		pages := s.cfg.FlushConsumeQLeastPages
+		if time.Since(lastThorough) >= consumeQueueThoroughFlush {
+			pages = 0
+			lastThorough = time.Now()
+		}
+		ts := s.logicsTs.Load()
+		if err := s.flushConsumeQueues(pages); err != nil {
+			s.log.WithError(err).Error("flush consume queues")
+			continue
+		}
+		if pages == 0 {
+			if ts > 0 {
+				s.checkpoint.SetLogicsMsgTimestamp(ts)
+			}
+			if err := s.checkpoint.Flush(); err != nil {
+				s.log.WithError(err).Error("flush checkpoint")
+			}
+		}
+	}
+}
+
+func (s *Store) flushConsumeQueues(leastPages int) error {
+	var errs []error
+	for _, cq := range s.consumeQueues() {
+		var err error
+		if leastPages == 0 {
+			err = cq.FlushAll()
+		} else {
+			err = cq.Flush(leastPages)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

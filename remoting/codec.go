@@ -105,6 +105,13 @@ func ReadCommand(r io.Reader) (*Command, error) {
 
 // AppendFrame appends the whole frame of c (length prefix included) to dst.
 func AppendFrame(dst []byte, c *Command) ([]byte, error) {
+	return AppendFrameWith(dst, c, len(c.Body), func(b []byte) []byte { return append(b, c.Body...) })
+}
+
+// AppendFrameWith is AppendFrame with the body written by appendBody, which
+// must append exactly bodyLen bytes (c.Body is ignored). A pull response uses
+// it to copy records from the mapped commitlog straight into the frame.
+func AppendFrameWith(dst []byte, c *Command, bodyLen int, appendBody func([]byte) []byte) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0) // length and header word, patched below
 	switch c.SerializeType {
@@ -122,11 +129,15 @@ func AppendFrame(dst []byte, c *Command) ([]byte, error) {
 	if hlen > 0xFFFFFF {
 		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hlen)
 	}
-	total := 4 + hlen + len(c.Body)
+	total := 4 + hlen + bodyLen
 	if total > MaxFrameSize-4 {
 		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
 	}
-	dst = append(dst, c.Body...)
+	before := len(dst)
+	dst = appendBody(dst)
+	if len(dst)-before != bodyLen {
+		return dst[:start], fmt.Errorf("remoting: body writer appended %d bytes, promised %d", len(dst)-before, bodyLen)
+	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(total))
 	binary.BigEndian.PutUint32(dst[start+4:], uint32(c.SerializeType)<<24|uint32(hlen))
 	return dst, nil

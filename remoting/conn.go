@@ -74,6 +74,28 @@ func (c *Conn) Reply(req, resp *Command) error {
 	return c.Write(resp)
 }
 
+// ReplyWith is Reply with the body written by appendBody (exactly bodyLen
+// bytes) straight into the frame buffer, saving the copy through resp.Body.
+func (c *Conn) ReplyWith(req, resp *Command, bodyLen int, appendBody func([]byte) []byte) error {
+	if req.IsOneway() {
+		return nil
+	}
+	if c.Closed() {
+		return ErrConnClosed
+	}
+	resp.Opaque = req.Opaque
+	resp.SerializeType = req.SerializeType
+	resp.MarkResponse()
+	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+bodyLen), resp, bodyLen, appendBody)
+	if err != nil {
+		return err
+	}
+	if err := c.gc.AsyncWrite(buf, nil); err != nil {
+		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
+	}
+	return nil
+}
+
 func (c *Conn) replyError(req *Command, code ResponseCode, remark string) {
 	_ = c.Reply(req, NewResponse(req, code, remark))
 }

@@ -1,0 +1,196 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+	"github.com/gorocketmq/gorocketmq/store"
+)
+
+// masterBrokerID is the id of a master (MixAll.MASTER_ID), suggested to
+// consumers as the broker to pull from next.
+const masterBrokerID = 0
+
+// pullRequest is a PULL_MESSAGE accepted for execution: decoded and checked
+// once, then run, and maybe parked and run again when a message arrives or
+// its suspend time ends. Its fields do not change once it is parked.
+type pullRequest struct {
+	conn   *remoting.Conn
+	req    *remoting.Command
+	h      protocol.PullMessageRequestHeader
+	filter store.MessageFilter
+	// deadline is when a parked request is answered with whatever there is.
+	deadline time.Time
+}
+
+// processPull serves PULL_MESSAGE. It checks the request as RocketMQ's
+// PullMessageProcessor does, reads from the store and answers; a pull that
+// finds nothing new with the SUSPEND flag is parked in the hold service and
+// the processor returns nil, freeing the worker: the hold service answers it
+// through Conn.Reply when a matching message arrives or the suspend time
+// ends.
+func (cs *consumeState) processPull(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	pr := &pullRequest{conn: c, req: req}
+	if err := protocol.DecodeHeader(req.ExtFields, &pr.h); err != nil {
+		return badConsumeHeader(req, err), nil
+	}
+	if resp := cs.checkPull(pr); resp != nil {
+		return resp, nil
+	}
+	return cs.executePull(pr, true), nil
+}
+
+// checkPull validates the request and picks its filter; it returns the
+// rejection, or nil.
+func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
+	req, h := pr.req, &pr.h
+	reject := func(code remoting.ResponseCode, format string, args ...any) *remoting.Command {
+		return remoting.NewResponse(req, code, fmt.Sprintf(format, args...))
+	}
+	if !protocol.IsReadable(cs.b.cfg.BrokerPermission) {
+		return reject(remoting.NoPermission, "the broker[%s] pulling message is forbidden", cs.b.cfg.BrokerName)
+	}
+	gc, created := cs.groups.Find(h.ConsumerGroup)
+	if created {
+		if err := cs.groups.Persist(); err != nil {
+			cs.log.WithError(err).Error("persist subscription groups")
+		}
+	}
+	if gc == nil {
+		return reject(remoting.SubscriptionGroupNotExist, "subscription group [%s] does not exist, create it first (or set autoCreateSubscriptionGroup=true)", h.ConsumerGroup)
+	}
+	if !gc.ConsumeEnable {
+		return reject(remoting.NoPermission, "subscription group no permission, %s", h.ConsumerGroup)
+	}
+	tc := cs.b.topics.Get(h.Topic)
+	if tc == nil {
+		return reject(remoting.TopicNotExist, "topic[%s] not exist, apply first please!", h.Topic)
+	}
+	if !protocol.IsReadable(tc.Perm) {
+		return reject(remoting.NoPermission, "the topic[%s] pulling message is forbidden", h.Topic)
+	}
+	if h.QueueID < 0 || h.QueueID >= tc.ReadQueueNums {
+		return reject(remoting.SystemError, "queueId[%d] is illegal, topic:[%s] topicConfig.readQueueNums:[%d] consumer:[%s]",
+			h.QueueID, h.Topic, tc.ReadQueueNums, pr.conn.RemoteAddr())
+	}
+
+	if h.SysFlag&protocol.PullFlagSubscription != 0 {
+		// The client sent its subscription (pull consumers, and push
+		// consumers with PostSubscriptionWhenPull).
+		if !isTagExpression(h.ExpressionType) {
+			return reject(remoting.NoPermission, "the broker does not support consumer to filter message by %s", h.ExpressionType)
+		}
+		pr.filter = store.NewTagFilter(h.Subscription)
+		return nil
+	}
+	// Otherwise the subscription is the one the group registered by
+	// heartbeat (the official Go push consumer sends an empty one).
+	sd, filter, found, online := cs.consumers.Subscription(h.ConsumerGroup, h.Topic)
+	if !online {
+		return reject(remoting.SubscriptionNotExist, "the consumer's group info not exist (no heartbeat from group %s yet)", h.ConsumerGroup)
+	}
+	if model, _, _ := cs.consumers.GroupMode(h.ConsumerGroup); model == protocol.Broadcasting && !gc.ConsumeBroadcastEnable {
+		return reject(remoting.NoPermission, "the consumer group[%s] can not consume by broadcast way", h.ConsumerGroup)
+	}
+	if !found {
+		return reject(remoting.SubscriptionNotExist, "the consumer's subscription not exist (group %s does not subscribe to %s)", h.ConsumerGroup, h.Topic)
+	}
+	if sd.SubVersion < h.SubVersion {
+		return reject(remoting.SubscriptionNotLatest, "the consumer's subscription not latest")
+	}
+	if !isTagExpression(sd.ExpressionType) {
+		return reject(remoting.NoPermission, "the broker does not support consumer to filter message by %s", sd.ExpressionType)
+	}
+	pr.filter = filter
+	return nil
+}
+
+func isTagExpression(t string) bool { return t == "" || t == protocol.ExpressionTag }
+
+// executePull reads from the store and builds the answer. With
+// allowSuspend (the first run) it may park the request and return nil, and
+// it stores commitOffset; runs after a wake-up answer whatever they find,
+// as RocketMQ's executeRequestWhenWakeup does.
+func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) *remoting.Command {
+	h := &pr.h
+	maxNums := int(min(h.MaxMsgNums, int32(cs.cfg.maxTransferCount)))
+	res, err := cs.b.store.GetMessage(h.ConsumerGroup, h.Topic, h.QueueID, h.QueueOffset, maxNums, cs.cfg.maxTransferBytes, pr.filter)
+	if err != nil {
+		return remoting.NewResponse(pr.req, remoting.SystemError, "store getMessage failed: "+err.Error())
+	}
+	slave := cs.b.cfg.IsSlave()
+	code, remark := pullCode(res.Status, h.QueueOffset)
+	next := res.NextBeginOffset
+	if code == remoting.PullOffsetMoved && slave {
+		// A slave may lag behind its master: it does not move the client's
+		// offset, it asks it to retry (offsetCheckInSlave=false).
+		code, next = remoting.PullRetryImmediately, h.QueueOffset
+	}
+	resp := consumeResp(pr.req, code, remark, &protocol.PullMessageResponseHeader{
+		SuggestWhichBrokerID: masterBrokerID,
+		NextBeginOffset:      next,
+		MinOffset:            res.MinOffset,
+		MaxOffset:            res.MaxOffset,
+	})
+	if code == remoting.Success {
+		// One copy out of the mapped files: the response outlives the
+		// result, whose holds are released right below.
+		resp.Body = res.AppendBody(make([]byte, 0, res.BufferTotalSize))
+	}
+	status := res.Status
+	res.Release()
+	if code == remoting.PullOffsetMoved {
+		cs.log.WithFields(logrus.Fields{
+			"group": h.ConsumerGroup, "topic": h.Topic, "queueId": h.QueueID,
+			"requestOffset": h.QueueOffset, "newOffset": next, "status": status.String(),
+		}).Info("pull offset moved")
+	}
+
+	if allowSuspend && h.SysFlag&protocol.PullFlagCommitOffset != 0 && !slave {
+		cs.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
+	}
+	if code == remoting.PullNotFound && allowSuspend && h.SysFlag&protocol.PullFlagSuspend != 0 {
+		suspend := time.Duration(h.SuspendTimeoutMillis) * time.Millisecond
+		if !cs.cfg.longPolling {
+			suspend = cs.cfg.shortPolling
+		}
+		if suspend > 0 {
+			pr.deadline = time.Now().Add(min(suspend, maxSuspend))
+			switch cs.hold.park(pr) {
+			case parked:
+				return nil
+			case holdFull:
+				return remoting.NewResponse(pr.req, remoting.SystemBusy,
+					"[PULL]too many pulls are waiting for messages, try again later")
+			}
+		}
+	}
+	return resp
+}
+
+// pullCode maps a store status to the pull response code, as RocketMQ's
+// PullMessageProcessor does.
+func pullCode(st store.GetMessageStatus, offset int64) (remoting.ResponseCode, string) {
+	switch st {
+	case store.Found:
+		return remoting.Success, ""
+	case store.MessageWasRemoving, store.NoMatchedMessage:
+		return remoting.PullRetryImmediately, ""
+	case store.NoMatchedLogicQueue, store.NoMessageInQueue:
+		if offset != 0 {
+			return remoting.PullOffsetMoved, "the queue is empty but the offset is not 0"
+		}
+		return remoting.PullNotFound, ""
+	case store.OffsetFoundNull, store.OffsetOverflowOne:
+		return remoting.PullNotFound, ""
+	case store.OffsetOverflowBadly:
+		return remoting.PullOffsetMoved, "the offset is beyond the queue's max offset"
+	case store.OffsetTooSmall:
+		return remoting.PullOffsetMoved, "the offset is below the queue's min offset"
+	}
+	return remoting.SystemError, "unknown store status " + st.String()
+}

@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+)
+
+// triggerRegister asks registerLoop to register again now (after a topic
+// change, so the new route reaches clients without waiting 30 s). It never
+// blocks: a pending trigger already covers this one.
+func (b *Broker) triggerRegister() {
+	select {
+	case b.registerNow <- struct{}{}:
+	default:
+	}
+}
+
+// registerLoop registers with every nameserver every
+// registerNameServerPeriod and whenever the topic table changes, until stop.
+func (b *Broker) registerLoop() {
+	defer b.wg.Done()
+	period := time.Duration(b.cfg.RegisterNameServerPeriod) * time.Millisecond
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		case <-b.registerNow:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.registerTimeout())
+		b.registerAll(ctx)
+		cancel()
+	}
+}
+
+// haServerAddr is brokerIP2:listenPort+1, RocketMQ's HA address.
+func (b *Broker) haServerAddr() string {
+	ip := b.ip
+	if b.cfg.BrokerIP2 != "" {
+		if a, err := netip.ParseAddr(b.cfg.BrokerIP2); err == nil {
+			ip = a
+		}
+	}
+	return netip.AddrPortFrom(ip, b.StoreHost().Port()+1).String()
+}
+
+// registerBody builds the REGISTER_BROKER body: the whole topic table with
+// its version. A broker without read or write permission registers every
+// topic with its own perm, as RocketMQ does, so clients stop using it.
+func (b *Broker) registerBody() ([]byte, error) {
+	w := b.topics.Wrapper()
+	if perm := b.cfg.BrokerPermission; !protocol.IsWriteable(perm) || !protocol.IsReadable(perm) {
+		for _, tc := range w.TopicConfigTable {
+			tc.Perm = perm
+		}
+	}
+	body := protocol.RegisterBrokerBody{TopicConfigSerializeWrapper: *w, FilterServerList: []string{}}
+	return body.Encode(b.cfg.CompressedRegister)
+}
+
+// registerAll sends REGISTER_BROKER to every nameserver in parallel and
+// waits for all of them (bounded by ctx). Failures are logged: the next
+// round retries.
+func (b *Broker) registerAll(ctx context.Context) {
+	addrs := b.cfg.NamesrvAddrs()
+	if len(addrs) == 0 {
+		return
+	}
+	body, err := b.registerBody()
+	if err != nil {
+		b.log.WithError(err).Error("cannot encode the registration body")
+		return
+	}
+	hdr := protocol.RegisterBrokerRequestHeader{
+		BrokerName:   b.cfg.BrokerName,
+		BrokerAddr:   b.Addr(),
+		ClusterName:  b.cfg.BrokerClusterName,
+		HaServerAddr: b.haServerAddr(),
+		BrokerID:     b.cfg.BrokerID,
+		Compressed:   b.cfg.CompressedRegister,
+		BodyCrc32:    protocol.BodyCRC32(body),
+	}
+	b.invokeAll(ctx, addrs, func() *remoting.Command {
+		// ServerVersion (>= 37) makes the nameserver read a RegisterBrokerBody.
+		return remoting.NewRequest(remoting.RegisterBroker, protocol.EncodeHeader(&hdr, nil), body)
+	}, "register")
+}
+
+// unregisterAll sends UNREGISTER_BROKER to every nameserver, so clients stop
+// routing here before the server closes.
+func (b *Broker) unregisterAll(ctx context.Context) {
+	addrs := b.cfg.NamesrvAddrs()
+	if len(addrs) == 0 {
+		return
+	}
+	hdr := protocol.UnRegisterBrokerRequestHeader{
+		BrokerName:  b.cfg.BrokerName,
+		BrokerAddr:  b.Addr(),
+		ClusterName: b.cfg.BrokerClusterName,
+		BrokerID:    b.cfg.BrokerID,
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.registerTimeout())
+	defer cancel()
+	b.invokeAll(ctx, addrs, func() *remoting.Command {
+		return remoting.NewRequest(remoting.UnregisterBroker, protocol.EncodeHeader(&hdr, nil), nil)
+	}, "unregister")
+}
+
+// invokeAll sends a fresh request (the transport sets its opaque) to each
+// address in parallel and waits for every answer.
+func (b *Broker) invokeAll(ctx context.Context, addrs []string, build func() *remoting.Command, what string) {
+	var wg sync.WaitGroup
+	for _, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := b.log.WithFields(logrus.Fields{"namesrv": addr, "op": what})
+			resp, err := b.nsClient.InvokeSync(ctx, addr, build())
+			switch {
+			case err != nil:
+				log.WithError(err).Warn("nameserver call failed")
+			case resp.ResponseCode() != remoting.Success:
+				log.WithFields(logrus.Fields{"code": resp.Code, "remark": resp.Remark}).Warn("nameserver refused")
+			default:
+				log.Debug("nameserver call done")
+			}
+		}()
+	}
+	wg.Wait()
+}

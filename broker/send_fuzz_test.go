@@ -1,0 +1,101 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+)
+
+// FuzzParsePropertiesString checks the send path's zero-copy decoder agrees
+// with the message package's on any input.
+func FuzzParsePropertiesString(f *testing.F) {
+	f.Add("UNIQ_KEY\x01C0A8\x02TAGS\x01a\x02")
+	f.Add("\x01\x02\x01x\x02k\x01\x01v")
+	f.Add("a\x01b\x02a\x01c")
+	f.Fuzz(func(t *testing.T, s string) {
+		require.Equal(t, message.UnmarshalProperties([]byte(s)), parsePropertiesString(s))
+	})
+}
+
+// FuzzBatchWithUniqKeys checks that any accepted batch comes back with the
+// same members, each carrying a UNIQ_KEY, and that nothing panics.
+func FuzzBatchWithUniqKeys(f *testing.F) {
+	good, err := message.AppendBatch(nil, []*message.Message{
+		{Body: []byte("a"), Properties: map[string]string{message.PropTags: "t"}},
+		{Body: []byte("bb"), Properties: map[string]string{message.PropUniqKey: "K"}},
+		{Body: nil},
+	})
+	require.NoError(f, err)
+	f.Add(good)
+	f.Add([]byte{0, 0, 0, 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	b := &Broker{uniqIDs: message.NewUniqIDGenerator(testBrokerIP)}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in := bytes.Clone(body)
+		out, err := b.batchWithUniqKeys(body)
+		require.Equal(t, in, body, "the request body is not modified")
+		if err != nil {
+			return
+		}
+		var before, after []message.BatchItem
+		require.NoError(t, message.WalkBatch(body, func(it message.BatchItem) error { before = append(before, it); return nil }))
+		require.NoError(t, message.WalkBatch(out, func(it message.BatchItem) error { after = append(after, it); return nil }))
+		require.Len(t, after, len(before))
+		for i := range after {
+			require.Equal(t, before[i].Body, after[i].Body)
+			require.Equal(t, before[i].Flag, after[i].Flag)
+			_, ok := message.PropertyValue(after[i].Properties, message.PropUniqKey)
+			require.True(t, ok, "member %d has no UNIQ_KEY", i)
+			for k, v := range message.UnmarshalProperties(before[i].Properties) {
+				require.Equal(t, v, message.UnmarshalProperties(after[i].Properties)[k], k)
+			}
+		}
+	})
+}
+
+// FuzzProcessSend feeds arbitrary headers and bodies to the send processor
+// (called directly, without the server's panic recovery): it must answer
+// every request and never panic.
+func FuzzProcessSend(f *testing.F) {
+	cfg := testBrokerConfig(f)
+	cfg.AutoCreateTopicEnable = false // no topics.json fsync per input
+	br, err := New(cfg, baLogger())
+	require.NoError(f, err)
+	require.NoError(f, br.Start())
+	f.Cleanup(func() { _ = br.Shutdown(context.Background()) })
+	require.NoError(f, br.Topics().Update(&protocol.TopicConfig{TopicName: "F", ReadQueueNums: 2, WriteQueueNums: 2, Perm: 6, TopicFilterType: protocol.MultiTag}))
+	f.Add(uint8(0), "F", "0", "0", "TAGS\x01a", []byte("body"))
+	f.Add(uint8(1), "F", "-1", "4", "", []byte{0, 0, 0, 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add(uint8(2), "%RETRY%g", "x", "8", "DELAY\x013", []byte{})
+	codes := []remoting.RequestCode{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage}
+	conn := &remoting.Conn{}
+	f.Fuzz(func(t *testing.T, which uint8, topic, queueID, sysFlag, props string, body []byte) {
+		code := codes[int(which)%len(codes)]
+		h := sendHeaderFor(topic, 0, nil)
+		h.Properties = props
+		var ext map[string]string
+		if code == remoting.SendMessage {
+			ext = protocol.EncodeHeader(h, nil)
+			ext["queueId"], ext["sysFlag"] = queueID, sysFlag
+		} else {
+			var v2 protocol.SendMessageRequestHeaderV2
+			v2.FromV1(*h)
+			ext = protocol.EncodeHeader(&v2, nil)
+			ext["e"], ext["f"] = queueID, sysFlag
+		}
+		resp, err := br.processSend(conn, remoting.NewRequest(code, ext, body))
+		require.NoError(t, err)
+		require.NotNil(t, resp)
+		if resp.ResponseCode() == remoting.Success {
+			_, perr := strconv.Atoi(resp.ExtFields["queueId"])
+			require.NoError(t, perr)
+			require.NotEmpty(t, resp.ExtFields["msgId"])
+		}
+	})
+}

@@ -1,0 +1,385 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+	"github.com/gorocketmq/gorocketmq/store"
+)
+
+// respond builds a response to req with code and remark.
+func respond(req *remoting.Command, code remoting.ResponseCode, remark string) *remoting.Command {
+	return remoting.NewResponse(req, code, remark)
+}
+
+// sendHeader is a send request's header, from either spelling
+// (SendMessageRequestHeader or its one-letter V2 form).
+type sendHeader struct {
+	producerGroup         string
+	topic                 string
+	defaultTopic          string
+	defaultTopicQueueNums int32
+	queueID               int32
+	sysFlag               int32
+	bornTimestamp         int64
+	flag                  int32
+	properties            string
+	reconsumeTimes        int32
+	unitMode              bool
+	maxReconsumeTimes     int32
+}
+
+// sendKeys names the extFields keys of one spelling of the send header.
+type sendKeys struct {
+	producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueID, sysFlag,
+	bornTimestamp, flag, properties, reconsumeTimes, unitMode, maxReconsumeTimes string
+}
+
+var (
+	sendKeysV1 = sendKeys{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+		"bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes"}
+	sendKeysV2 = sendKeys{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+)
+
+// headerReader reads typed header fields and keeps the first error. It is
+// the send path's hand-written alternative to protocol.DecodeHeader, which
+// goes through reflection for every request.
+type headerReader struct {
+	ext map[string]string
+	err error
+}
+
+func (r *headerReader) str(key string, required bool) string {
+	v, ok := r.ext[key]
+	if !ok && required && r.err == nil {
+		r.err = fmt.Errorf("%w: the custom field <%s> is null", protocol.ErrBadHeader, key)
+	}
+	return v
+}
+
+func (r *headerReader) int(key string, required bool, bits int) int64 {
+	v := r.str(key, required)
+	if v == "" {
+		if required && r.err == nil {
+			r.err = fmt.Errorf("%w: the custom field <%s> is empty", protocol.ErrBadHeader, key)
+		}
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("%w: the custom field <%s>=%q is not a %d-bit integer", protocol.ErrBadHeader, key, truncate(v, 32), bits)
+	}
+	return n
+}
+
+// parseSendHeader decodes a send header with the keys of its spelling.
+func parseSendHeader(ext map[string]string, k *sendKeys) (sendHeader, error) {
+	r := headerReader{ext: ext}
+	h := sendHeader{
+		producerGroup:         r.str(k.producerGroup, true),
+		topic:                 r.str(k.topic, true),
+		defaultTopic:          r.str(k.defaultTopic, true),
+		defaultTopicQueueNums: int32(r.int(k.defaultTopicQueueNums, true, 32)),
+		queueID:               int32(r.int(k.queueID, true, 32)),
+		sysFlag:               int32(r.int(k.sysFlag, true, 32)),
+		bornTimestamp:         r.int(k.bornTimestamp, true, 64),
+		flag:                  int32(r.int(k.flag, true, 32)),
+		properties:            r.str(k.properties, false),
+		reconsumeTimes:        int32(r.int(k.reconsumeTimes, false, 32)),
+		unitMode:              strings.EqualFold(r.str(k.unitMode, false), "true"),
+		maxReconsumeTimes:     int32(r.int(k.maxReconsumeTimes, false, 32)),
+	}
+	return h, r.err
+}
+
+// parsePropertiesString decodes a message properties string (name 0x01
+// value, 0x02 between entries) by the rules of message.UnmarshalProperties.
+// Names and values are substrings of s: no copy beyond the map.
+func parsePropertiesString(s string) map[string]string {
+	m := make(map[string]string, strings.Count(s, string(rune(message.PropertySeparator)))+2)
+	for len(s) > 0 {
+		item := s
+		if end := strings.IndexByte(s, message.PropertySeparator); end >= 0 {
+			item, s = s[:end], s[end+1:]
+		} else {
+			s = ""
+		}
+		if kv := strings.IndexByte(item, message.NameValueSeparator); kv > 0 && kv < len(item)-1 {
+			m[item[:kv]] = item[kv+1:]
+		}
+	}
+	return m
+}
+
+// registerSendProcessors routes the three send codes to the send pool.
+func (b *Broker) registerSendProcessors() {
+	b.server.Handle(remoting.SendMessage, b.pools.Send, b.processSend)
+	b.server.Handle(remoting.SendMessageV2, b.pools.Send, b.processSend)
+	b.server.Handle(remoting.SendBatchMessage, b.pools.Send, b.processSend)
+}
+
+// processSend answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
+// It blocks on the store's append and, under SYNC_FLUSH, on the group
+// commit; req.Body is copied into the commitlog before it returns.
+func (b *Broker) processSend(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	keys := &sendKeysV2
+	if req.RequestCode() == remoting.SendMessage {
+		keys = &sendKeysV1
+	}
+	h, err := parseSendHeader(req.ExtFields, keys)
+	if err != nil {
+		return respond(req, remoting.SystemError, err.Error()), nil
+	}
+	tc, resp := b.checkSend(c, req, &h)
+	if resp != nil {
+		return resp, nil
+	}
+	queueID := h.queueID
+	if queueID < 0 {
+		if tc.WriteQueueNums < 1 {
+			return respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] has no write queues", h.topic)), nil
+		}
+		queueID = rand.Int32N(tc.WriteQueueNums)
+	}
+	sysFlag := h.sysFlag
+	if tc.TopicFilterType == protocol.MultiTag {
+		sysFlag |= message.FlagMultiTags
+	}
+	bornHost := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	if ra := c.RemoteAddr(); ra != "" {
+		if hp, err := netip.ParseAddrPort(ra); err == nil {
+			bornHost = hp
+		}
+	}
+	props := parsePropertiesString(h.properties)
+	props[message.PropCluster] = b.cfg.BrokerClusterName
+	ext := message.MessageExt{
+		Message: message.Message{
+			Topic:      h.topic,
+			Flag:       h.flag,
+			Properties: props,
+			Body:       req.Body,
+		},
+		QueueID:        queueID,
+		SysFlag:        sysFlag,
+		BornTimestamp:  h.bornTimestamp,
+		BornHost:       bornHost,
+		StoreHost:      b.StoreHost(),
+		ReconsumeTimes: h.reconsumeTimes,
+	}
+	if req.RequestCode() == remoting.SendBatchMessage {
+		return b.sendBatch(req, &h, &ext)
+	}
+	if props[message.PropTransactionPrepared] == "true" && b.cfg.RejectTransactionMessage {
+		return respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending transaction message is forbidden (rejectTransactionMessage=true)", b.ip)), nil
+	}
+	res := b.store.PutMessage(context.Background(), &ext)
+	return b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]), nil
+}
+
+// checkSend applies RocketMQ's checks before a message is built
+// (msgCheck + msgContentCheck): broker role and perm, topic name, system
+// topics, sizes, the topic (created from the template when allowed), topic
+// perm and queue id. It returns the topic config, or the refusal.
+func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeader) (*protocol.TopicConfig, *remoting.Command) {
+	if b.cfg.IsSlave() {
+		return nil, respond(req, remoting.ServiceNotAvailable,
+			fmt.Sprintf("service not available now: the broker[%s] is a SLAVE and takes no writes; send to its master", b.ip))
+	}
+	if !protocol.IsWriteable(b.cfg.BrokerPermission) {
+		return nil, respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending message is forbidden (brokerPermission=%d has no write bit)",
+			b.ip, b.cfg.BrokerPermission))
+	}
+	if err := ValidateTopic(h.topic); err != nil {
+		return nil, respond(req, remoting.SystemError, err.Error())
+	}
+	if IsNotAllowedSendTopic(h.topic) {
+		return nil, respond(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden: it is a system topic", h.topic))
+	}
+	if len(req.Body) > b.cfg.MaxMessageSize {
+		return nil, respond(req, remoting.MessageIllegal, fmt.Sprintf("the message body is %d bytes, over this broker's maxMessageSize of %d bytes",
+			len(req.Body), b.cfg.MaxMessageSize))
+	}
+	if len(h.properties) > message.MaxPropertiesLength {
+		return nil, respond(req, remoting.MessageIllegal, fmt.Sprintf("the message properties are %d bytes, over the limit of %d bytes",
+			len(h.properties), message.MaxPropertiesLength))
+	}
+	tc := b.topics.Get(h.topic)
+	if tc == nil {
+		var sysFlag int32
+		if h.unitMode {
+			sysFlag = sendTopicSysFlagUnit
+			if strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
+				sysFlag = sendTopicSysFlagUnitSub
+			}
+		}
+		var err error
+		tc, err = b.topics.CreateTopicInSendMessageMethod(h.topic, h.defaultTopic, h.defaultTopicQueueNums, sysFlag)
+		if tc == nil && strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
+			tc, err = b.topics.CreateTopicInSendBackMethod(h.topic, 1, protocol.PermRead|protocol.PermWrite, sysFlag)
+		}
+		if tc == nil {
+			b.log.WithFields(logrus.Fields{"topic": h.topic, "producer": c.RemoteAddr(), "reason": err}).Debug("send to an unknown topic")
+			return nil, respond(req, remoting.TopicNotExist, fmt.Sprintf("topic[%s] not exist, apply first please! (%s)", h.topic, topicCreateHint(err)))
+		}
+		if err != nil {
+			b.log.WithError(err).WithField("topic", h.topic).Error("topic created but not persisted")
+		}
+	}
+	if !protocol.IsWriteable(tc.Perm) {
+		return nil, respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] sending message is forbidden: its perm is %s (no write)",
+			h.topic, protocol.PermString(tc.Perm)))
+	}
+	if limit := max(tc.WriteQueueNums, tc.ReadQueueNums); h.queueID >= limit {
+		return nil, respond(req, remoting.SystemError, fmt.Sprintf("request queueId[%d] is illegal: topic[%s] has %d write and %d read queues. Producer: %s",
+			h.queueID, h.topic, tc.WriteQueueNums, tc.ReadQueueNums, c.RemoteAddr()))
+	}
+	return tc, nil
+}
+
+// topicCreateHint says why a send could not create its topic.
+func topicCreateHint(err error) string {
+	switch {
+	case err == nil:
+		return "the topic does not exist"
+	case errors.Is(err, ErrNoDefaultTopic):
+		return strings.TrimPrefix(err.Error(), ErrNoDefaultTopic.Error()+": ") + "; create the topic first (mqadmin updateTopic)"
+	default:
+		return err.Error()
+	}
+}
+
+// sendBatch stores a SEND_BATCH_MESSAGE body: one record per member, all in
+// one commitlog file with consecutive queue offsets. Members without a
+// UNIQ_KEY (the Go client sends none) get one here, so every stored message
+// has an id a consumer and QUERY_MESSAGE can use.
+func (b *Broker) sendBatch(req *remoting.Command, h *sendHeader, ext *message.MessageExt) (*remoting.Command, error) {
+	if strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
+		return respond(req, remoting.MessageIllegal, "batch request does not support retry group "+h.topic), nil
+	}
+	body, err := b.batchWithUniqKeys(req.Body)
+	if err != nil {
+		return respond(req, remoting.MessageIllegal, "the batch body is malformed: "+err.Error()), nil
+	}
+	batch := message.MessageExtBatch{MessageExt: *ext}
+	batch.Body = body
+	res := b.store.PutMessages(context.Background(), &batch)
+	return b.putResultResponse(req, h, res, ext.QueueID, ""), nil
+}
+
+// uniqKeyEntryLen is the length of "UNIQ_KEY" 0x01 plus a 32-character id
+// (IPv4 prefix) and a separator; ids of IPv6 brokers are longer and grow the
+// buffer.
+const uniqKeyEntryLen = len(message.PropUniqKey) + 1 + 32 + 1
+
+// batchWithUniqKeys returns body unchanged when every member carries a
+// UNIQ_KEY, else a copy in which each member without one has a fresh id
+// appended to its properties.
+func (b *Broker) batchWithUniqKeys(body []byte) ([]byte, error) {
+	missing := 0
+	err := message.WalkBatch(body, func(it message.BatchItem) error {
+		if _, ok := message.PropertyValue(it.Properties, message.PropUniqKey); !ok {
+			missing++
+		}
+		return nil
+	})
+	if err != nil || missing == 0 {
+		return body, err
+	}
+	be := binary.BigEndian
+	out := make([]byte, 0, len(body)+missing*uniqKeyEntryLen)
+	err = message.WalkBatch(body, func(it message.BatchItem) error {
+		start := len(out)
+		out = be.AppendUint32(out, 0) // TOTALSIZE, patched below
+		out = be.AppendUint32(out, 0) // MAGICCODE
+		out = be.AppendUint32(out, 0) // BODYCRC
+		out = be.AppendUint32(out, uint32(it.Flag))
+		out = be.AppendUint32(out, uint32(len(it.Body)))
+		out = append(out, it.Body...)
+		out = be.AppendUint16(out, 0) // PROPLEN, patched below
+		propsStart := len(out)
+		out = append(out, it.Properties...)
+		if _, ok := message.PropertyValue(it.Properties, message.PropUniqKey); !ok {
+			if len(it.Properties) > 0 && it.Properties[len(it.Properties)-1] != message.PropertySeparator {
+				out = append(out, message.PropertySeparator)
+			}
+			out = append(out, message.PropUniqKey...)
+			out = append(out, message.NameValueSeparator)
+			out = b.uniqIDs.AppendNext(out)
+		}
+		propsLen := len(out) - propsStart
+		if propsLen > message.MaxPropertiesLength {
+			return fmt.Errorf("%w: properties of %d bytes with the generated UNIQ_KEY", message.ErrPropertiesTooLong, propsLen)
+		}
+		be.PutUint16(out[propsStart-2:], uint16(propsLen))
+		be.PutUint32(out[start:], uint32(len(out)-start))
+		return nil
+	})
+	return out, err
+}
+
+// putResultResponse maps a store outcome to RocketMQ's response
+// (handlePutMessageResult): the stored statuses answer with msgId (the
+// offsetMsgId, comma-joined for a batch), queueId and queueOffset; the
+// others with a code and a remark saying what to do.
+func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res store.PutResult, queueID int32, uniqKey string) *remoting.Command {
+	var code remoting.ResponseCode
+	remark := ""
+	switch res.Status {
+	case store.PutOK:
+		code = remoting.Success
+	case store.FlushDiskTimeout:
+		code = remoting.FlushDiskTimeout
+	case store.FlushSlaveTimeout:
+		code = remoting.FlushSlaveTimeout
+	case store.SlaveNotAvailable:
+		code = remoting.SlaveNotAvailable
+	case store.CreateMappedFileFailed:
+		code, remark = remoting.SystemError, "create mapped file failed, server is busy or broken."
+	case store.MessageIllegal, store.PropertiesSizeExceeded:
+		code = remoting.MessageIllegal
+		remark = fmt.Sprintf("the message is illegal, maybe msg body or properties length not matched. msg body length limit %dB, msg properties length limit 32KB.",
+			b.cfg.MaxMessageSize)
+	case store.ServiceNotAvailable:
+		code = remoting.ServiceNotAvailable
+		remark = "service not available now. It may be caused by one of the following reasons: the broker's disk is full, " +
+			"messages are put to the slave, message store has been shut down, etc."
+	case store.OSPageCacheBusy:
+		code, remark = remoting.SystemError, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+	case store.UnknownError:
+		code, remark = remoting.SystemError, "UNKNOWN_ERROR"
+	default:
+		code, remark = remoting.SystemError, "UNKNOWN_ERROR DEFAULT"
+	}
+	if res.Err != nil && code != remoting.FlushDiskTimeout {
+		remark += " (" + res.Err.Error() + ")"
+	}
+	resp := respond(req, code, remark)
+	if !res.OK() && res.Status != store.FlushSlaveTimeout && res.Status != store.SlaveNotAvailable {
+		b.log.WithFields(logrus.Fields{"topic": h.topic, "status": res.Status, "reason": res.Err}).Warn("send refused by the store")
+		return resp
+	}
+	b.putMessages.Add(int64(res.MsgNum))
+	b.putBytes.Add(int64(res.WroteBytes))
+	resp.ExtFields = make(map[string]string, 6)
+	resp.ExtFields["msgId"] = res.MsgID
+	resp.ExtFields["queueId"] = strconv.Itoa(int(queueID))
+	resp.ExtFields["queueOffset"] = strconv.FormatInt(res.QueueOffset, 10)
+	if uniqKey != "" {
+		resp.ExtFields["transactionId"] = uniqKey
+	}
+	resp.ExtFields[message.PropMsgRegion] = b.cfg.RegionID
+	resp.ExtFields[message.PropTraceSwitch] = strconv.FormatBool(b.cfg.TraceOn)
+	return resp
+}

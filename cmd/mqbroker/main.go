@@ -1,0 +1,116 @@
+// Command mqbroker runs a RocketMQ-compatible broker.
+//
+//	mqbroker [-c broker.conf] [-n 127.0.0.1:9876[;addr...]] [-p]
+//
+// -c reads a RocketMQ properties-style file (brokerName=broker-a) or YAML;
+// -n sets namesrvAddr (over the file and the NAMESRV_ADDR environment
+// variable); -p prints the effective configuration and exits. SIGINT or
+// SIGTERM stops the broker gracefully: it unregisters, finishes running
+// requests, persists consumer offsets and flushes the store.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/broker"
+	"github.com/gorocketmq/gorocketmq/conf"
+)
+
+// shutdownTimeout bounds a graceful stop.
+const shutdownTimeout = 30 * time.Second
+
+func main() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr, sigs, nil))
+}
+
+// run is main without the process: it returns the exit code. getenv reads
+// the environment (NAMESRV_ADDR); started, when not nil, receives the
+// broker's address once it is up.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer, stop <-chan os.Signal, started chan<- string) int {
+	fs := flag.NewFlagSet("mqbroker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configFile := fs.String("c", "", "config file (RocketMQ properties style, or .yaml)")
+	namesrv := fs.String("n", "", "nameserver addresses, ';'-separated ip:port (overrides namesrvAddr and NAMESRV_ADDR)")
+	printConfig := fs.Bool("p", false, "print the effective configuration and exit")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	lvl, err := logrus.ParseLevel(*logLevel)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqbroker: -log-level: %v\n", err)
+		return 2
+	}
+	log.SetLevel(lvl)
+
+	cfg := conf.DefaultBrokerConfig()
+	// Precedence, lowest first: NAMESRV_ADDR, the file, -n (as RocketMQ).
+	cfg.NamesrvAddr = getenv("NAMESRV_ADDR")
+	if *configFile != "" {
+		if err := conf.Load(*configFile, &cfg, log); err != nil {
+			fmt.Fprintf(stderr, "mqbroker: %v\n", err)
+			return 1
+		}
+	}
+	if *namesrv != "" {
+		cfg.NamesrvAddr = *namesrv
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "mqbroker: %v\n", err)
+		return 1
+	}
+	if *printConfig {
+		fmt.Fprint(stdout, conf.Format(&cfg))
+		return 0
+	}
+	if len(cfg.NamesrvAddrs()) == 0 {
+		log.Warn("no nameserver configured (-n, namesrvAddr or NAMESRV_ADDR): clients will not find this broker")
+	}
+
+	b, err := broker.New(&cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqbroker: %v\n", err)
+		return 1
+	}
+	if err := b.Start(); err != nil {
+		log.WithError(err).Error("cannot start")
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		_ = b.Shutdown(ctx)
+		return 1
+	}
+	log.WithFields(logrus.Fields{"brokerName": cfg.BrokerName, "addr": b.Addr(), "namesrv": cfg.NamesrvAddr}).
+		Info("The broker boot success.")
+	if started != nil {
+		started <- b.Addr()
+	}
+
+	sig := <-stop
+	log.WithField("signal", sig).Info("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil {
+		log.WithError(err).Error("shutdown")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,475 @@
+package conf
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/store"
+)
+
+// Broker roles as RocketMQ spells brokerRole.
+const (
+	RoleAsyncMaster = "ASYNC_MASTER"
+	RoleSyncMaster  = "SYNC_MASTER"
+	RoleSlave       = "SLAVE"
+)
+
+// defaultMappedFileSizeCommitLog is 1 GiB, RocketMQ's commitlog file size.
+const defaultMappedFileSizeCommitLog = 1 << 30
+
+// BrokerConfig is the broker's configuration: RocketMQ's BrokerConfig,
+// NettyServerConfig and MessageStoreConfig keys in one flat struct, because
+// one broker.conf feeds all of them. Keys accepted only so existing files load
+// without warnings say so in their comments.
+type BrokerConfig struct {
+	// RocketmqHome is ROCKETMQ_HOME; kept for compatibility, nothing is read from it.
+	RocketmqHome string `mapstructure:"rocketmqHome"`
+	// NamesrvAddr lists the nameservers, ';'-separated ip:port pairs.
+	NamesrvAddr string `mapstructure:"namesrvAddr"`
+	// BrokerIP1 is the address registered with the nameservers, handed to
+	// clients and written into every record and offsetMsgId. Empty means the
+	// first non-loopback IPv4 address of this host (127.0.0.1 if none).
+	BrokerIP1 string `mapstructure:"brokerIP1"`
+	// BrokerIP2 is the address advertised for HA; empty means BrokerIP1.
+	BrokerIP2 string `mapstructure:"brokerIP2"`
+	// BrokerName names the master/slave set.
+	BrokerName string `mapstructure:"brokerName"`
+	// BrokerClusterName names the cluster; stored in every message's CLUSTER property.
+	BrokerClusterName string `mapstructure:"brokerClusterName"`
+	// BrokerID is 0 for a master, >0 for a slave.
+	BrokerID int64 `mapstructure:"brokerId"`
+	// BrokerPermission is the broker's perm (6 = read|write); without the
+	// write bit sends are refused with NO_PERMISSION.
+	BrokerPermission int32 `mapstructure:"brokerPermission"`
+	// DefaultTopicQueueNums is the queue count of TBW102 and so the most an
+	// auto-created topic gets.
+	DefaultTopicQueueNums int32 `mapstructure:"defaultTopicQueueNums"`
+	// AutoCreateTopicEnable lets a send to an unknown topic create it from
+	// TBW102. When false no send creates a topic, whatever defaultTopic the
+	// client names (RocketMQ lets a client bypass it; we do not).
+	AutoCreateTopicEnable bool `mapstructure:"autoCreateTopicEnable"`
+	// ClusterTopicEnable registers the cluster name as a readable/writable topic.
+	ClusterTopicEnable bool `mapstructure:"clusterTopicEnable"`
+	// BrokerTopicEnable registers the broker name as a readable/writable topic.
+	BrokerTopicEnable bool `mapstructure:"brokerTopicEnable"`
+	// AutoCreateSubscriptionGroup creates a consumer group on first use.
+	AutoCreateSubscriptionGroup bool `mapstructure:"autoCreateSubscriptionGroup"`
+	// MsgTraceTopicName is the trace topic created when TraceTopicEnable.
+	MsgTraceTopicName string `mapstructure:"msgTraceTopicName"`
+	// TraceTopicEnable creates MsgTraceTopicName at start.
+	TraceTopicEnable bool `mapstructure:"traceTopicEnable"`
+	// RegionID is returned in every send response as MSG_REGION.
+	RegionID string `mapstructure:"regionId"`
+	// TraceOn is returned in every send response as TRACE_ON.
+	TraceOn bool `mapstructure:"traceOn"`
+	// RejectTransactionMessage refuses half messages with NO_PERMISSION.
+	RejectTransactionMessage bool `mapstructure:"rejectTransactionMessage"`
+
+	// Worker pools: threads and queue lengths (a full queue answers SYSTEM_BUSY).
+	SendMessageThreadPoolNums              int `mapstructure:"sendMessageThreadPoolNums"`
+	PullMessageThreadPoolNums              int `mapstructure:"pullMessageThreadPoolNums"`
+	QueryMessageThreadPoolNums             int `mapstructure:"queryMessageThreadPoolNums"`
+	AdminBrokerThreadPoolNums              int `mapstructure:"adminBrokerThreadPoolNums"`
+	ClientManageThreadPoolNums             int `mapstructure:"clientManageThreadPoolNums"`
+	ConsumerManageThreadPoolNums           int `mapstructure:"consumerManageThreadPoolNums"`
+	HeartbeatThreadPoolNums                int `mapstructure:"heartbeatThreadPoolNums"`
+	EndTransactionThreadPoolNums           int `mapstructure:"endTransactionThreadPoolNums"`
+	SendThreadPoolQueueCapacity            int `mapstructure:"sendThreadPoolQueueCapacity"`
+	PullThreadPoolQueueCapacity            int `mapstructure:"pullThreadPoolQueueCapacity"`
+	QueryThreadPoolQueueCapacity           int `mapstructure:"queryThreadPoolQueueCapacity"`
+	ClientManagerThreadPoolQueueCapacity   int `mapstructure:"clientManagerThreadPoolQueueCapacity"`
+	ConsumerManagerThreadPoolQueueCapacity int `mapstructure:"consumerManagerThreadPoolQueueCapacity"`
+	HeartbeatThreadPoolQueueCapacity       int `mapstructure:"heartbeatThreadPoolQueueCapacity"`
+	EndTransactionPoolQueueCapacity        int `mapstructure:"endTransactionPoolQueueCapacity"`
+
+	// FlushConsumerOffsetInterval is how often, in ms, consumerOffset.json is written.
+	FlushConsumerOffsetInterval int64 `mapstructure:"flushConsumerOffsetInterval"`
+	// LongPollingEnable parks pulls with nothing new until a message arrives.
+	LongPollingEnable bool `mapstructure:"longPollingEnable"`
+	// ShortPollingTimeMills is how long, in ms, a pull is held when long polling is off.
+	ShortPollingTimeMills int64 `mapstructure:"shortPollingTimeMills"`
+	// RegisterNameServerPeriod is how often, in ms, the broker registers again.
+	RegisterNameServerPeriod int64 `mapstructure:"registerNameServerPeriod"`
+	// RegisterBrokerTimeoutMills bounds one REGISTER_BROKER call, in ms.
+	RegisterBrokerTimeoutMills int64 `mapstructure:"registerBrokerTimeoutMills"`
+	// CompressedRegister sends the zlib form of the registration body.
+	CompressedRegister bool `mapstructure:"compressedRegister"`
+	// ForceRegister is accepted for compatibility: we always register.
+	ForceRegister bool `mapstructure:"forceRegister"`
+	// TransactionTimeOut, TransactionCheckMax and TransactionCheckInterval
+	// drive half-message check-back (ms, count, ms).
+	TransactionTimeOut       int64 `mapstructure:"transactionTimeOut"`
+	TransactionCheckMax      int   `mapstructure:"transactionCheckMax"`
+	TransactionCheckInterval int64 `mapstructure:"transactionCheckInterval"`
+
+	// BindAddress is the interface to listen on (RocketMQ 5's key).
+	BindAddress string `mapstructure:"bindAddress"`
+	// ListenPort is the port clients use; 0 picks a free one (tests).
+	ListenPort int `mapstructure:"listenPort"`
+	// ServerSelectorThreads is the number of network event loops (0: one per CPU).
+	ServerSelectorThreads int `mapstructure:"serverSelectorThreads"`
+	// ServerChannelMaxIdleTimeSeconds closes connections silent this long.
+	ServerChannelMaxIdleTimeSeconds int `mapstructure:"serverChannelMaxIdleTimeSeconds"`
+	// ServerWorkerThreads is accepted for compatibility; the pools above size the workers.
+	ServerWorkerThreads int `mapstructure:"serverWorkerThreads"`
+	// ServerCallbackExecutorThreads is accepted for compatibility; no effect.
+	ServerCallbackExecutorThreads int `mapstructure:"serverCallbackExecutorThreads"`
+	// ServerOnewaySemaphoreValue is accepted for compatibility; no effect.
+	ServerOnewaySemaphoreValue int `mapstructure:"serverOnewaySemaphoreValue"`
+	// ServerAsyncSemaphoreValue is accepted for compatibility; no effect.
+	ServerAsyncSemaphoreValue int `mapstructure:"serverAsyncSemaphoreValue"`
+	// ServerSocketSndBufSize is accepted for compatibility; no effect (OS default).
+	ServerSocketSndBufSize int `mapstructure:"serverSocketSndBufSize"`
+	// ServerSocketRcvBufSize is accepted for compatibility; no effect (OS default).
+	ServerSocketRcvBufSize int `mapstructure:"serverSocketRcvBufSize"`
+	// ServerPooledByteBufAllocatorEnable is accepted for compatibility; no effect.
+	ServerPooledByteBufAllocatorEnable bool `mapstructure:"serverPooledByteBufAllocatorEnable"`
+	// UseEpollNativeSelector is accepted for compatibility; no effect.
+	UseEpollNativeSelector bool `mapstructure:"useEpollNativeSelector"`
+
+	// StorePathRootDir is the store root (commitlog, consumequeue, index, config/).
+	StorePathRootDir string `mapstructure:"storePathRootDir"`
+	// StorePathCommitLog is the commitlog directory; empty means <root>/commitlog.
+	StorePathCommitLog string `mapstructure:"storePathCommitLog"`
+	// MappedFileSizeCommitLog is the size of one commitlog file in bytes.
+	MappedFileSizeCommitLog int `mapstructure:"mappedFileSizeCommitLog"`
+	// MapedFileSizeCommitLog is the old spelling of MappedFileSizeCommitLog,
+	// still found in real files; it applies when the new key is not set.
+	MapedFileSizeCommitLog int `mapstructure:"mapedFileSizeCommitLog"`
+	// MappedFileSizeConsumeQueue is the size of one consume-queue file (a multiple of 20).
+	MappedFileSizeConsumeQueue int `mapstructure:"mappedFileSizeConsumeQueue"`
+	// MaxMessageSize is the largest body (or batch body) accepted, in bytes.
+	MaxMessageSize int `mapstructure:"maxMessageSize"`
+	// FlushDiskType is ASYNC_FLUSH or SYNC_FLUSH.
+	FlushDiskType string `mapstructure:"flushDiskType"`
+	// BrokerRole is ASYNC_MASTER, SYNC_MASTER or SLAVE.
+	BrokerRole string `mapstructure:"brokerRole"`
+	// FlushIntervalCommitLog is the async flush interval in ms.
+	FlushIntervalCommitLog int `mapstructure:"flushIntervalCommitLog"`
+	// FlushCommitLogLeastPages is the least number of dirty 4 KiB pages an async flush writes.
+	FlushCommitLogLeastPages int `mapstructure:"flushCommitLogLeastPages"`
+	// FlushCommitLogThoroughInterval is how often, in ms, everything is flushed regardless of pages.
+	FlushCommitLogThoroughInterval int `mapstructure:"flushCommitLogThoroughInterval"`
+	// SyncFlushTimeout is how long, in ms, a SYNC_FLUSH send waits before FLUSH_DISK_TIMEOUT.
+	SyncFlushTimeout int64 `mapstructure:"syncFlushTimeout"`
+	// FlushIntervalConsumeQueue is the consume-queue flush interval in ms.
+	FlushIntervalConsumeQueue int `mapstructure:"flushIntervalConsumeQueue"`
+	// FlushConsumeQueueLeastPages is the least number of dirty pages a consume-queue flush writes.
+	FlushConsumeQueueLeastPages int `mapstructure:"flushConsumeQueueLeastPages"`
+	// DeleteWhen lists the hours of the day (';'-separated, "04") when expired files are deleted.
+	DeleteWhen string `mapstructure:"deleteWhen"`
+	// FileReservedTime is how long, in hours, commitlog files are kept.
+	FileReservedTime int `mapstructure:"fileReservedTime"`
+	// DiskMaxUsedSpaceRatio (percent) starts deleting regardless of deleteWhen.
+	DiskMaxUsedSpaceRatio int `mapstructure:"diskMaxUsedSpaceRatio"`
+	// CleanResourceInterval is how often, in ms, retention runs.
+	CleanResourceInterval int `mapstructure:"cleanResourceInterval"`
+	// DeleteCommitLogFilesInterval is the pause, in ms, between two file deletions.
+	DeleteCommitLogFilesInterval int `mapstructure:"deleteCommitLogFilesInterval"`
+	// DestroyMapedFileIntervalForcibly is how long, in ms, a held file may delay its deletion.
+	DestroyMapedFileIntervalForcibly int `mapstructure:"destroyMapedFileIntervalForcibly"`
+	// MessageIndexEnable builds the index files (query by key).
+	MessageIndexEnable bool `mapstructure:"messageIndexEnable"`
+	// MaxHashSlotNum and MaxIndexNum size one index file.
+	MaxHashSlotNum int `mapstructure:"maxHashSlotNum"`
+	MaxIndexNum    int `mapstructure:"maxIndexNum"`
+	// CheckCRCOnRecover checks body CRCs when recovering the commitlog.
+	CheckCRCOnRecover bool `mapstructure:"checkCRCOnRecover"`
+	// MaxTransferBytesOnMessageInMemory and MaxTransferCountOnMessageInMemory bound one pull.
+	MaxTransferBytesOnMessageInMemory int `mapstructure:"maxTransferBytesOnMessageInMemory"`
+	MaxTransferCountOnMessageInMemory int `mapstructure:"maxTransferCountOnMessageInMemory"`
+	// MaxTransferBytesOnMessageInDisk and MaxTransferCountOnMessageInDisk are accepted for compatibility.
+	MaxTransferBytesOnMessageInDisk int `mapstructure:"maxTransferBytesOnMessageInDisk"`
+	MaxTransferCountOnMessageInDisk int `mapstructure:"maxTransferCountOnMessageInDisk"`
+	// MessageDelayLevel lists the delay levels (level N = N-th entry).
+	MessageDelayLevel string `mapstructure:"messageDelayLevel"`
+	// HaListenPort is always listenPort+1, as in RocketMQ 4.9; accepted for compatibility.
+	HaListenPort int `mapstructure:"haListenPort"`
+}
+
+// DefaultBrokerConfig returns every default, as RocketMQ 4.9's BrokerStartup
+// sets them, except defaultTopicQueueNums (4, what clients ask for) and
+// BrokerIP1 (empty: resolved at start). namesrvAddr is empty: the command
+// line fills it from -n or NAMESRV_ADDR. Paths default under the user's home
+// directory, as Java's do.
+func DefaultBrokerConfig() BrokerConfig {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = "."
+	}
+	cpus := runtime.NumCPU()
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "DEFAULT_BROKER"
+	}
+	send := min(cpus, 4)
+	return BrokerConfig{
+		RocketmqHome:                os.Getenv("ROCKETMQ_HOME"),
+		BrokerName:                  host,
+		BrokerClusterName:           "DefaultCluster",
+		BrokerID:                    0,
+		BrokerPermission:            6,
+		DefaultTopicQueueNums:       4,
+		AutoCreateTopicEnable:       true,
+		ClusterTopicEnable:          true,
+		BrokerTopicEnable:           true,
+		AutoCreateSubscriptionGroup: true,
+		MsgTraceTopicName:           "RMQ_SYS_TRACE_TOPIC",
+		RegionID:                    "DefaultRegion",
+		TraceOn:                     true,
+
+		SendMessageThreadPoolNums:              send,
+		PullMessageThreadPoolNums:              16 + 2*cpus,
+		QueryMessageThreadPoolNums:             8 + cpus,
+		AdminBrokerThreadPoolNums:              16,
+		ClientManageThreadPoolNums:             32,
+		ConsumerManageThreadPoolNums:           32,
+		HeartbeatThreadPoolNums:                min(32, cpus),
+		EndTransactionThreadPoolNums:           max(8+2*cpus, 4*send),
+		SendThreadPoolQueueCapacity:            10000,
+		PullThreadPoolQueueCapacity:            100000,
+		QueryThreadPoolQueueCapacity:           20000,
+		ClientManagerThreadPoolQueueCapacity:   1000000,
+		ConsumerManagerThreadPoolQueueCapacity: 1000000,
+		HeartbeatThreadPoolQueueCapacity:       50000,
+		EndTransactionPoolQueueCapacity:        100000,
+
+		FlushConsumerOffsetInterval: 5000,
+		LongPollingEnable:           true,
+		ShortPollingTimeMills:       1000,
+		RegisterNameServerPeriod:    30000,
+		RegisterBrokerTimeoutMills:  6000,
+		ForceRegister:               true,
+		TransactionTimeOut:          6000,
+		TransactionCheckMax:         15,
+		TransactionCheckInterval:    60000,
+
+		BindAddress:                        "0.0.0.0",
+		ListenPort:                         10911,
+		ServerSelectorThreads:              3,
+		ServerChannelMaxIdleTimeSeconds:    120,
+		ServerWorkerThreads:                8,
+		ServerOnewaySemaphoreValue:         256,
+		ServerAsyncSemaphoreValue:          64,
+		ServerPooledByteBufAllocatorEnable: true,
+
+		StorePathRootDir:                  filepath.Join(home, "store"),
+		MappedFileSizeCommitLog:           defaultMappedFileSizeCommitLog,
+		MappedFileSizeConsumeQueue:        300000 * 20,
+		MaxMessageSize:                    4 << 20,
+		FlushDiskType:                     "ASYNC_FLUSH",
+		BrokerRole:                        RoleAsyncMaster,
+		FlushIntervalCommitLog:            500,
+		FlushCommitLogLeastPages:          4,
+		FlushCommitLogThoroughInterval:    10000,
+		SyncFlushTimeout:                  5000,
+		FlushIntervalConsumeQueue:         1000,
+		FlushConsumeQueueLeastPages:       2,
+		DeleteWhen:                        "04",
+		FileReservedTime:                  72,
+		DiskMaxUsedSpaceRatio:             75,
+		CleanResourceInterval:             10000,
+		DeleteCommitLogFilesInterval:      100,
+		DestroyMapedFileIntervalForcibly:  120000,
+		MessageIndexEnable:                true,
+		MaxHashSlotNum:                    5000000,
+		MaxIndexNum:                       20000000,
+		CheckCRCOnRecover:                 true,
+		MaxTransferBytesOnMessageInMemory: 256 * 1024,
+		MaxTransferCountOnMessageInMemory: 32,
+		MaxTransferBytesOnMessageInDisk:   64 * 1024,
+		MaxTransferCountOnMessageInDisk:   8,
+		MessageDelayLevel:                 "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+		HaListenPort:                      10912,
+	}
+}
+
+// LoadBrokerConfig returns the defaults overlaid with the file at path (no
+// file when path is empty), the old key spellings applied, validated.
+func LoadBrokerConfig(path string, log logrus.FieldLogger) (BrokerConfig, error) {
+	cfg := DefaultBrokerConfig()
+	if path == "" {
+		return cfg, cfg.Validate()
+	}
+	err := Load(path, &cfg, log)
+	return cfg, err
+}
+
+// Validate applies RocketMQ's start-up fix-ups (the old mapedFileSizeCommitLog
+// spelling, a master's brokerId 0, haListenPort = listenPort+1) and checks
+// every value that could not work, naming the key and value.
+func (c *BrokerConfig) Validate() error {
+	if c.MapedFileSizeCommitLog > 0 && c.MappedFileSizeCommitLog == defaultMappedFileSizeCommitLog {
+		c.MappedFileSizeCommitLog = c.MapedFileSizeCommitLog
+	}
+	switch c.BrokerRole {
+	case RoleAsyncMaster, RoleSyncMaster:
+		c.BrokerID = 0
+	}
+	if c.ListenPort > 0 {
+		c.HaListenPort = c.ListenPort + 1
+	}
+	bad := func(key string, v any, why string) error {
+		return fmt.Errorf("%w: %s=%v %s", ErrBadValue, key, v, why)
+	}
+	if _, err := store.ParseFlushDiskType(c.FlushDiskType); err != nil {
+		return bad("flushDiskType", c.FlushDiskType, "is neither ASYNC_FLUSH nor SYNC_FLUSH")
+	}
+	if c.BrokerIP1 != "" {
+		if _, err := netip.ParseAddr(c.BrokerIP1); err != nil {
+			return bad("brokerIP1", c.BrokerIP1, "is not an IP address (clients need a literal IP, not a host name)")
+		}
+	}
+	for _, a := range c.NamesrvAddrs() {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return bad("namesrvAddr", c.NamesrvAddr, "is not a ';'-separated list of ip:port, e.g. 127.0.0.1:9876;192.168.0.1:9876")
+		}
+	}
+	switch {
+	case c.BrokerRole != RoleAsyncMaster && c.BrokerRole != RoleSyncMaster && c.BrokerRole != RoleSlave:
+		return bad("brokerRole", c.BrokerRole, "is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
+	case c.BrokerRole == RoleSlave && c.BrokerID <= 0:
+		return bad("brokerId", c.BrokerID, "must be > 0 for a SLAVE")
+	case c.BrokerID < 0:
+		return bad("brokerId", c.BrokerID, "must be >= 0")
+	case c.BrokerName == "" || !validName(c.BrokerName):
+		return bad("brokerName", c.BrokerName, "must be non-empty and use only [%|a-zA-Z0-9_-]")
+	case c.BrokerClusterName == "" || !validName(c.BrokerClusterName):
+		return bad("brokerClusterName", c.BrokerClusterName, "must be non-empty and use only [%|a-zA-Z0-9_-]")
+	case c.BrokerPermission < 0 || c.BrokerPermission > 15:
+		return bad("brokerPermission", c.BrokerPermission, "must be 0-15 (2 write, 4 read, 6 both)")
+	case c.DefaultTopicQueueNums < 1 || c.DefaultTopicQueueNums > 1024:
+		return bad("defaultTopicQueueNums", c.DefaultTopicQueueNums, "must be 1-1024")
+	case c.ListenPort < 0 || c.ListenPort > 65534:
+		return bad("listenPort", c.ListenPort, "is not a port (0-65534; HA uses listenPort+1)")
+	case c.StorePathRootDir == "":
+		return bad("storePathRootDir", `""`, "must name a directory")
+	case c.MappedFileSizeCommitLog < 64<<10:
+		return bad("mappedFileSizeCommitLog", c.MappedFileSizeCommitLog, "must be at least 65536")
+	case c.MappedFileSizeConsumeQueue < 20 || c.MappedFileSizeConsumeQueue%20 != 0:
+		return bad("mappedFileSizeConsumeQueue", c.MappedFileSizeConsumeQueue, "must be a positive multiple of 20")
+	case c.MaxMessageSize < 1:
+		return bad("maxMessageSize", c.MaxMessageSize, "must be at least 1 byte")
+	case c.FileReservedTime < 1:
+		return bad("fileReservedTime", c.FileReservedTime, "must be at least 1 hour")
+	case c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95:
+		return bad("diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, "must be 10-95")
+	case c.RegisterNameServerPeriod < 1000:
+		return bad("registerNameServerPeriod", c.RegisterNameServerPeriod, "must be at least 1000 ms")
+	case c.RegisterBrokerTimeoutMills < 1:
+		return bad("registerBrokerTimeoutMills", c.RegisterBrokerTimeoutMills, "must be at least 1 ms")
+	case c.ServerChannelMaxIdleTimeSeconds < 1:
+		return bad("serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds, "must be at least 1")
+	case c.ServerSelectorThreads < 0 || c.ServerSelectorThreads > 256:
+		return bad("serverSelectorThreads", c.ServerSelectorThreads, "must be 0-256")
+	case c.SyncFlushTimeout < 1:
+		return bad("syncFlushTimeout", c.SyncFlushTimeout, "must be at least 1 ms")
+	case c.FlushConsumerOffsetInterval < 1:
+		return bad("flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval, "must be at least 1 ms")
+	}
+	pools := []struct {
+		key string
+		n   int
+	}{
+		{"sendMessageThreadPoolNums", c.SendMessageThreadPoolNums},
+		{"pullMessageThreadPoolNums", c.PullMessageThreadPoolNums},
+		{"queryMessageThreadPoolNums", c.QueryMessageThreadPoolNums},
+		{"adminBrokerThreadPoolNums", c.AdminBrokerThreadPoolNums},
+		{"clientManageThreadPoolNums", c.ClientManageThreadPoolNums},
+		{"consumerManageThreadPoolNums", c.ConsumerManageThreadPoolNums},
+		{"heartbeatThreadPoolNums", c.HeartbeatThreadPoolNums},
+		{"endTransactionThreadPoolNums", c.EndTransactionThreadPoolNums},
+		{"sendThreadPoolQueueCapacity", c.SendThreadPoolQueueCapacity},
+		{"pullThreadPoolQueueCapacity", c.PullThreadPoolQueueCapacity},
+		{"queryThreadPoolQueueCapacity", c.QueryThreadPoolQueueCapacity},
+		{"clientManagerThreadPoolQueueCapacity", c.ClientManagerThreadPoolQueueCapacity},
+		{"consumerManagerThreadPoolQueueCapacity", c.ConsumerManagerThreadPoolQueueCapacity},
+		{"heartbeatThreadPoolQueueCapacity", c.HeartbeatThreadPoolQueueCapacity},
+		{"endTransactionPoolQueueCapacity", c.EndTransactionPoolQueueCapacity},
+	}
+	for _, p := range pools {
+		if p.n < 1 || p.n > 10_000_000 {
+			return bad(p.key, p.n, "must be 1-10000000")
+		}
+	}
+	for _, h := range strings.Split(c.DeleteWhen, ";") {
+		if n, err := strconv.Atoi(strings.TrimSpace(h)); err != nil || n < 0 || n > 23 {
+			return bad("deleteWhen", c.DeleteWhen, "must list hours 00-23, ';'-separated")
+		}
+	}
+	return nil
+}
+
+// validName applies RocketMQ's topic/group character rule ([%|a-zA-Z0-9_-]).
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '%' || c == '|' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// NamesrvAddrs splits NamesrvAddr on ';', dropping blanks.
+func (c *BrokerConfig) NamesrvAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.NamesrvAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ListenAddr is bindAddress:listenPort.
+func (c *BrokerConfig) ListenAddr() string {
+	return fmt.Sprintf("%s:%d", c.BindAddress, c.ListenPort)
+}
+
+// IsSlave reports whether brokerRole is SLAVE.
+func (c *BrokerConfig) IsSlave() bool { return c.BrokerRole == RoleSlave }
+
+// StoreConfig builds the store's configuration from the store keys.
+// StoreHost is brokerIP1:listenPort (127.0.0.1 when brokerIP1 is unset); the
+// broker overrides it once it knows its address.
+func (c *BrokerConfig) StoreConfig() *store.Config {
+	sc := store.DefaultConfig(c.StorePathRootDir)
+	sc.StorePathCommitLog = c.StorePathCommitLog
+	sc.MappedFileSizeCommitLog = c.MappedFileSizeCommitLog
+	sc.MappedFileSizeConsumeQ = c.MappedFileSizeConsumeQueue
+	sc.MaxMessageSize = c.MaxMessageSize
+	sc.FlushDiskType, _ = store.ParseFlushDiskType(c.FlushDiskType)
+	sc.FlushIntervalCommitLog = ms(int64(c.FlushIntervalCommitLog))
+	sc.FlushCommitLogLeastPages = c.FlushCommitLogLeastPages
+	sc.FlushCommitLogThorough = ms(int64(c.FlushCommitLogThoroughInterval))
+	sc.SyncFlushTimeout = ms(c.SyncFlushTimeout)
+	sc.FlushIntervalConsumeQ = ms(int64(c.FlushIntervalConsumeQueue))
+	sc.FlushConsumeQLeastPages = c.FlushConsumeQueueLeastPages
+	sc.MaxHashSlotNum = c.MaxHashSlotNum
+	sc.MaxIndexNum = c.MaxIndexNum
+	sc.MessageIndexEnable = c.MessageIndexEnable
+	sc.CheckCRCOnRecover = c.CheckCRCOnRecover
+	sc.DeleteWhen = c.DeleteWhen
+	sc.FileReservedTime = time.Duration(c.FileReservedTime) * time.Hour
+	sc.DiskMaxUsedSpaceRatio = c.DiskMaxUsedSpaceRatio
+	sc.DeleteFilesInterval = ms(int64(c.DeleteCommitLogFilesInterval))
+	sc.DestroyMappedFileForce = ms(int64(c.DestroyMapedFileIntervalForcibly))
+	sc.CleanResourceInterval = ms(int64(c.CleanResourceInterval))
+	ip, err := netip.ParseAddr(c.BrokerIP1)
+	if err != nil {
+		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	sc.StoreHost = netip.AddrPortFrom(ip, uint16(c.ListenPort)).String()
+	return sc
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,9 @@ func (s *Store) diskRatio() float64 {
 	ratio := -1.0
 	for _, p := range []string{s.commitLog.Files().Dir(), s.cfg.StorePathRootDir} {
 		r, err := s.diskUsage(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // no commitlog directory before the first message: nothing to clean there
+		}
 		if err != nil {
 			s.log.WithError(err).Warn("disk usage unknown")
 			continue

@@ -116,6 +116,13 @@ type topicQueueKey struct {
 	queueID int32
 }
 
+// Holding topics whose consume-queue tags code is the delivery time
+// (the broker package names them too).
+const (
+	scheduleTopic = "SCHEDULE_TOPIC_XXXX"
+	timerTopic    = "rmq_sys_wheel_timer"
+)
+
 // blankMagicWord is message.BlankMagicCode as written to disk.
 const blankMagicWord = 0xCBD43194
 
@@ -138,6 +145,9 @@ type CommitLog struct {
 	now       func() time.Time
 	flush     *flushService
 	alloc     *fileAllocator
+	// writeThrough writes records with pwrite instead of a copy into the
+	// mapping (SYNC_FLUSH; see writeAt).
+	writeThrough bool
 
 	putMu      sync.Mutex
 	topicQueue map[topicQueueKey]int64 // next consume queue offset; guarded by putMu
@@ -176,6 +186,8 @@ func NewCommitLog(cfg *Config, log logrus.FieldLogger) (*CommitLog, error) {
 		storeHost:  host,
 		now:        time.Now,
 		topicQueue: make(map[topicQueueKey]int64, 64),
+
+		writeThrough: cfg.FlushDiskType == SyncFlush,
 	}
 	cl.mfq.SetFlushMode(DefaultCommitLogFlushMode)
 	cl.alloc = newFileAllocator(log)
@@ -437,9 +449,12 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 	if rest := fileSize - pos; len(recs)+message.BlankRecordLength > rest {
 		// End of file: write the 8-byte blank marker (TOTALSIZE = the rest of
 		// the file, MAGIC = blank) and move on, so no record spans two files.
-		buf := mf.Buffer()
-		binary.BigEndian.PutUint32(buf[pos:], uint32(rest))
-		binary.BigEndian.PutUint32(buf[pos+4:], blankMagicWord)
+		var blank [message.BlankRecordLength]byte
+		binary.BigEndian.PutUint32(blank[:], uint32(rest))
+		binary.BigEndian.PutUint32(blank[4:], blankMagicWord)
+		if err := cl.writeAt(mf, blank[:], pos); err != nil {
+			return illegal(UnknownError, err)
+		}
 		mf.SetWrotePosition(fileSize)
 		var err error
 		if mf, err = cl.mfq.LastMappedFileOrCreate(0); err != nil {
@@ -466,7 +481,9 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		be.PutUint64(r[message.StoreTimestampPos(sysFlag):], uint64(storeTs))
 		off += int(be.Uint32(r))
 	}
-	copy(mf.Buffer()[pos:], recs)
+	if err := cl.writeAt(mf, recs, pos); err != nil {
+		return illegal(UnknownError, err)
+	}
 	mf.SetWrotePosition(pos + len(recs))
 	if advance {
 		cl.topicQueue[key] = queueOffset + int64(n)
@@ -480,6 +497,24 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		StoreTimestamp: storeTs,
 		MsgNum:         n,
 	}
+}
+
+// writeAt puts b at pos of mf. Under SYNC_FLUSH it uses pwrite on the file:
+// followed by fdatasync that measured about twice as fast as copying into the
+// mapping (BenchmarkSyncWritePath), because a page dirtied through a mapping
+// is write-protected again by each writeback and faults on the next copy.
+// Under ASYNC_FLUSH a copy into the mapping avoids a system call per put.
+// Linux keeps the two views coherent, so readers use the mapping either way.
+// Caller holds putMu.
+func (cl *CommitLog) writeAt(mf *MappedFile, b []byte, pos int) error {
+	if !cl.writeThrough {
+		copy(mf.Buffer()[pos:], b)
+		return nil
+	}
+	if _, err := mf.file.WriteAt(b, int64(pos)); err != nil {
+		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, err)
+	}
+	return nil
 }
 
 // waitFlush applies the flush policy to a stored put.
@@ -559,6 +594,17 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 	}
 	if tags := props[message.PropTags]; tags != "" {
 		d.TagsCode = message.TagsHashCode(tags)
+	}
+	// Messages parked until a delivery time (delay levels, timers) are
+	// queued with that time as tags code, as RocketMQ's
+	// checkMessageAndReturnSize does for SCHEDULE_TOPIC_XXXX; the broker
+	// writes the time as TIMER_OUT_MS.
+	if d.Topic == scheduleTopic || d.Topic == timerTopic {
+		if v := props[message.PropTimerOutMS]; v != "" {
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				d.TagsCode = ms
+			}
+		}
 	}
 	return d, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestGroupCommitServesManyWritersWithFewerSyncs(t *testing.T) {
@@ -219,4 +220,23 @@ func TestWriteFileAtomic(t *testing.T) {
 
 	err = WriteFileAtomic(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644)
 	assert.Error(t, err)
+}
+
+func TestCommitLogStopsEveryGoroutine(t *testing.T) {
+	for _, ft := range clFlushModes {
+		t.Run(ft.String(), func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			cfg := clTestConfig(t, ft)
+			cl, err := NewCommitLog(cfg, nil)
+			require.NoError(t, err)
+			require.NoError(t, cl.Load())
+			require.NoError(t, cl.Recover(true, nil))
+			cl.Start()
+			for i := range 300 {
+				require.Equal(t, PutOK, cl.PutMessage(context.Background(), clMsg("L", 0, clBody(i, 4000), nil)).Status)
+			}
+			require.NoError(t, cl.Shutdown())
+			goleak.VerifyNone(t, ignore)
+		})
+	}
 }

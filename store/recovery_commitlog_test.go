@@ -138,39 +138,41 @@ func TestRecoverCorruption(t *testing.T) {
 			return n - 2, "record"
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := clTestConfig(t, AsyncFlush)
-			puts := fillCommitLog(t, cfg, n)
-			lost, reason := tc.damage(t, cfg, puts)
-			cut := puts[lost].WroteOffset
+	for _, ft := range clFlushModes {
+		for _, tc := range cases {
+			t.Run(ft.String()+"/"+tc.name, func(t *testing.T) {
+				cfg := clTestConfig(t, ft)
+				puts := fillCommitLog(t, cfg, n)
+				lost, reason := tc.damage(t, cfg, puts)
+				cut := puts[lost].WroteOffset
 
-			cl, h := reopen(t, cfg, false) // abort file present: abnormal recovery
-			assert.Equal(t, cut, cl.MaxOffset(), "recovery ends at the last good record")
-			assert.Equal(t, cut, cl.FlushedWhere())
-			path, _ := commitLogFile(cfg, cut)
-			if reason != endOfData {
-				assertRecoveryLog(t, h, path, cut, reason)
-			}
-			recs := walkCommitLog(t, cl)
-			require.Len(t, recs, lost)
-			for i, d := range recs {
-				assert.Equal(t, puts[i].WroteOffset, d.CommitLogOffset)
-				assert.EqualValues(t, i, d.ConsumeQueueOffset)
-			}
+				cl, h := reopen(t, cfg, false) // abort file present: abnormal recovery
+				assert.Equal(t, cut, cl.MaxOffset(), "recovery ends at the last good record")
+				assert.Equal(t, cut, cl.FlushedWhere())
+				path, _ := commitLogFile(cfg, cut)
+				if reason != endOfData {
+					assertRecoveryLog(t, h, path, cut, reason)
+				}
+				recs := walkCommitLog(t, cl)
+				require.Len(t, recs, lost)
+				for i, d := range recs {
+					assert.Equal(t, puts[i].WroteOffset, d.CommitLogOffset)
+					assert.EqualValues(t, i, d.ConsumeQueueOffset)
+				}
 
-			// The dirty tail is zeroed: a new record of the same size written at
-			// the cut must not bring back the old records behind it.
-			cl.SetQueueOffset("Rec", 0, int64(lost))
-			r := cl.PutMessage(context.Background(), clMsg("Rec", 0, clBody(9999, 3000), map[string]string{"i": "v"}))
-			require.Equal(t, PutOK, r.Status)
-			require.Equal(t, cut, r.WroteOffset)
-			require.NoError(t, cl.Shutdown())
+				// The dirty tail is zeroed: a new record of the same size written at
+				// the cut must not bring back the old records behind it.
+				cl.SetQueueOffset("Rec", 0, int64(lost))
+				r := cl.PutMessage(context.Background(), clMsg("Rec", 0, clBody(9999, 3000), map[string]string{"i": "v"}))
+				require.Equal(t, PutOK, r.Status)
+				require.Equal(t, cut, r.WroteOffset)
+				require.NoError(t, cl.Shutdown())
 
-			cl2, _ := reopen(t, cfg, false)
-			assert.Equal(t, cut+int64(r.WroteBytes), cl2.MaxOffset(), "no resurrected records")
-			assert.Len(t, walkCommitLog(t, cl2), lost+1)
-		})
+				cl2, _ := reopen(t, cfg, false)
+				assert.Equal(t, cut+int64(r.WroteBytes), cl2.MaxOffset(), "no resurrected records")
+				assert.Len(t, walkCommitLog(t, cl2), lost+1)
+			})
+		}
 	}
 }
 

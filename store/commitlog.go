@@ -356,20 +356,44 @@ func encodeError(err error) PutResult {
 // message has WAIT=false). msg's QueueOffset, CommitLogOffset,
 // StoreTimestamp, StoreSize, BodyCRC and (if unset) StoreHost are updated.
 func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) PutResult {
+	res, wait := cl.appendMessage(msg)
+	if res.Status != PutOK {
+		return res
+	}
+	return cl.waitFlush(ctx, res, wait)
+}
+
+// PutMessageAsync is PutMessage without blocking on the flush: done is
+// called once with the result, on the caller's goroutine when nothing needs
+// waiting for, else on the flush goroutine once the record is durable (or the
+// flush failed or timed out). done must not block. A broker uses it so a
+// SYNC_FLUSH send does not hold a worker while group commit gathers writers.
+func (cl *CommitLog) PutMessageAsync(msg *message.MessageExt, done func(PutResult)) {
+	res, wait := cl.appendMessage(msg)
+	if res.Status != PutOK {
+		done(res)
+		return
+	}
+	cl.waitFlushAsync(res, wait, done)
+}
+
+// appendMessage encodes and appends one message; wait reports whether the
+// message asks to wait for the flush (WAIT is not "false").
+func (cl *CommitLog) appendMessage(msg *message.MessageExt) (PutResult, bool) {
 	if r, ok := cl.check(msg); !ok {
-		return r
+		return r, false
 	}
 	bp := cl.getBuf()
 	defer cl.putBuf(bp)
 	rec, err := message.EncodeRecord((*bp)[:0], msg)
 	*bp = rec
 	if err != nil {
-		return encodeError(err)
+		return encodeError(err), false
 	}
 	tran := message.TransactionType(msg.SysFlag)
 	res := cl.append(rec, 1, topicQueueKey{msg.Topic, msg.QueueID}, tran)
 	if res.Status != PutOK {
-		return res
+		return res, false
 	}
 	msg.QueueOffset = res.QueueOffset
 	msg.CommitLogOffset = res.WroteOffset
@@ -377,7 +401,7 @@ func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) Pu
 	msg.StoreSize = res.WroteBytes
 	msg.BodyCRC = message.BodyCRC(msg.Body)
 	res.MsgID = message.CreateOffsetMsgID(msg.StoreHost, res.WroteOffset)
-	return cl.waitFlush(ctx, res, msg.Properties[message.PropWaitStoreMsgOK] != "false")
+	return res, msg.Properties[message.PropWaitStoreMsgOK] != "false"
 }
 
 // PutMessages appends a producer batch: every record lands in one file,
@@ -385,26 +409,45 @@ func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) Pu
 // transaction type or a delay level (CommitLog.asyncPutMessages), and its
 // whole body must be within MaxMessageSize.
 func (cl *CommitLog) PutMessages(ctx context.Context, batch *message.MessageExtBatch) PutResult {
+	res, wait := cl.appendBatch(batch)
+	if res.Status != PutOK {
+		return res
+	}
+	return cl.waitFlush(ctx, res, wait)
+}
+
+// PutMessagesAsync is PutMessages without blocking on the flush; done as
+// for PutMessageAsync.
+func (cl *CommitLog) PutMessagesAsync(batch *message.MessageExtBatch, done func(PutResult)) {
+	res, wait := cl.appendBatch(batch)
+	if res.Status != PutOK {
+		done(res)
+		return
+	}
+	cl.waitFlushAsync(res, wait, done)
+}
+
+func (cl *CommitLog) appendBatch(batch *message.MessageExtBatch) (PutResult, bool) {
 	m := &batch.MessageExt
 	if r, ok := cl.check(m); !ok {
-		return r
+		return r, false
 	}
 	if message.TransactionType(m.SysFlag) != message.TransactionNotType {
-		return illegal(MessageIllegal, fmt.Errorf("%w: transaction messages cannot be batched", ErrIllegalBatch))
+		return illegal(MessageIllegal, fmt.Errorf("%w: transaction messages cannot be batched", ErrIllegalBatch)), false
 	}
 	if m.DelayTimeLevel() > 0 {
-		return illegal(MessageIllegal, fmt.Errorf("%w: delay messages cannot be batched", ErrIllegalBatch))
+		return illegal(MessageIllegal, fmt.Errorf("%w: delay messages cannot be batched", ErrIllegalBatch)), false
 	}
 	bp := cl.getBuf()
 	defer cl.putBuf(bp)
 	recs, n, err := message.EncodeBatchRecords((*bp)[:0], batch, cl.cfg.MaxMessageSize)
 	*bp = recs
 	if err != nil {
-		return encodeError(err)
+		return encodeError(err), false
 	}
 	res := cl.append(recs, n, topicQueueKey{m.Topic, m.QueueID}, message.TransactionNotType)
 	if res.Status != PutOK {
-		return res
+		return res, false
 	}
 	// RocketMQ answers a batch with the comma-joined offsetMsgIds.
 	ids := make([]byte, 0, n*33)
@@ -419,7 +462,7 @@ func (cl *CommitLog) PutMessages(ctx context.Context, batch *message.MessageExtB
 	m.QueueOffset = res.QueueOffset
 	m.CommitLogOffset = res.WroteOffset
 	m.StoreTimestamp = res.StoreTimestamp
-	return cl.waitFlush(ctx, res, m.Properties[message.PropWaitStoreMsgOK] != "false")
+	return res, m.Properties[message.PropWaitStoreMsgOK] != "false"
 }
 
 // append writes n encoded records (all of key's queue) under the writer lock.
@@ -530,6 +573,24 @@ func (cl *CommitLog) waitFlush(ctx context.Context, res PutResult, wait bool) Pu
 		res.Err = err
 	}
 	return res
+}
+
+// waitFlushAsync is waitFlush reporting through done instead of blocking.
+func (cl *CommitLog) waitFlushAsync(res PutResult, wait bool, done func(PutResult)) {
+	if cl.appendHook != nil {
+		cl.appendHook()
+	}
+	if cl.cfg.FlushDiskType != SyncFlush || !wait {
+		done(res)
+		return
+	}
+	cl.flush.waitFlushedAsync(res.WroteOffset+int64(res.WroteBytes), func(err error) {
+		if err != nil {
+			res.Status = FlushDiskTimeout
+			res.Err = err
+		}
+		done(res)
+	})
 }
 
 // GetData returns the written bytes from offset to the end of the written data

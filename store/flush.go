@@ -53,6 +53,25 @@ type flushService struct {
 type flushWaiter struct {
 	upTo int64
 	done chan error // capacity 1: the loop never blocks on a writer that gave up
+
+	// Async waiters (waitFlushedAsync) have cb instead of done; the loop or
+	// the timeout, whichever settles first, calls it. Never pooled: the
+	// timer may still hold the waiter after the loop answered.
+	cb      func(error)
+	timer   *time.Timer
+	settled atomic.Bool
+}
+
+// answer hands err to the waiter's writer.
+func (w *flushWaiter) answer(err error) {
+	if w.cb == nil {
+		w.done <- err
+		return
+	}
+	if w.settled.CompareAndSwap(false, true) {
+		w.timer.Stop()
+		w.cb(err)
+	}
 }
 
 var flushWaiterPool = sync.Pool{New: func() any { return &flushWaiter{done: make(chan error, 1)} }}
@@ -196,11 +215,11 @@ func (fs *flushService) commitRound() {
 	for _, w := range batch {
 		switch {
 		case flushed >= w.upTo:
-			w.done <- nil
+			w.answer(nil)
 		case err != nil:
-			w.done <- err
+			w.answer(err)
 		default:
-			w.done <- fmt.Errorf("%w: flushed to %d, record ends at %d", ErrFlushFailed, flushed, w.upTo)
+			w.answer(fmt.Errorf("%w: flushed to %d, record ends at %d", ErrFlushFailed, flushed, w.upTo))
 		}
 	}
 	clear(batch)
@@ -242,6 +261,40 @@ func (fs *flushService) waitFlushed(ctx context.Context, upTo int64) error {
 		return fmt.Errorf("%w after %v (record ends at %d)", ErrFlushTimeout, timeout, upTo)
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %w", ErrFlushTimeout, ctx.Err())
+	}
+}
+
+// waitFlushedAsync is waitFlushed that calls cb once instead of blocking:
+// at once when nothing needs waiting for, else from the group commit loop
+// (or the SyncFlushTimeout timer). cb must not block: it runs on the loop.
+func (fs *flushService) waitFlushedAsync(upTo int64, cb func(error)) {
+	if fs.cl.mfq.FlushedWhere() >= upTo {
+		cb(nil)
+		return
+	}
+	if err := fs.failed(); err != nil {
+		cb(err)
+		return
+	}
+	w := &flushWaiter{upTo: upTo, cb: cb}
+	timeout := fs.cl.cfg.SyncFlushTimeout
+	fs.mu.Lock()
+	if fs.stopped {
+		fs.mu.Unlock()
+		cb(ErrCommitLogClosed)
+		return
+	}
+	// Armed under mu, so the loop (which takes the waiter under mu) sees it set.
+	w.timer = time.AfterFunc(timeout, func() {
+		if w.settled.CompareAndSwap(false, true) {
+			cb(fmt.Errorf("%w after %v (record ends at %d)", ErrFlushTimeout, timeout, upTo))
+		}
+	})
+	fs.waiters = append(fs.waiters, w)
+	fs.mu.Unlock()
+	select {
+	case fs.wake <- struct{}{}:
+	default:
 	}
 }
 

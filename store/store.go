@@ -529,6 +529,26 @@ func (s *Store) PutMessages(ctx context.Context, batch *message.MessageExtBatch)
 	return s.commitLog.PutMessages(ctx, batch)
 }
 
+// PutMessageAsync is PutMessage that does not block on a SYNC_FLUSH wait:
+// done gets the result once, possibly on the flush goroutine, and must not
+// block (see CommitLog.PutMessageAsync).
+func (s *Store) PutMessageAsync(msg *message.MessageExt, done func(PutResult)) {
+	if r, refused := s.checkWritable(); refused {
+		done(r)
+		return
+	}
+	s.commitLog.PutMessageAsync(msg, done)
+}
+
+// PutMessagesAsync is PutMessages reporting through done, as PutMessageAsync.
+func (s *Store) PutMessagesAsync(batch *message.MessageExtBatch, done func(PutResult)) {
+	if r, refused := s.checkWritable(); refused {
+		done(r)
+		return
+	}
+	s.commitLog.PutMessagesAsync(batch, done)
+}
+
 func (s *Store) checkWritable() (PutResult, bool) {
 	switch {
 	case s.shutdown.Load():

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// collect gathers async put results.
+type collect struct {
+	mu  sync.Mutex
+	res []PutResult
+	wg  sync.WaitGroup
+}
+
+func (c *collect) done(r PutResult) {
+	c.mu.Lock()
+	c.res = append(c.res, r)
+	c.mu.Unlock()
+	c.wg.Done()
+}
+
+func (c *collect) wait(t *testing.T) []PutResult {
+	t.Helper()
+	ch := make(chan struct{})
+	go func() { c.wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("async puts were not all answered")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res
+}
+
+// One goroutine issues many SYNC_FLUSH puts without blocking; each answer
+// comes only once its record is on disk, and one flush serves many puts.
+func TestPutMessageAsyncGroupCommit(t *testing.T) {
+	cl := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, nil)
+	const n = 500
+	var c collect
+	c.wg.Add(n)
+	for i := range n {
+		cl.PutMessageAsync(clMsg("AG", int32(i%4), clBody(i, 512), nil), func(r PutResult) {
+			// The record must be durable when the answer arrives.
+			if r.Status == PutOK && cl.FlushedWhere() < r.WroteOffset+int64(r.WroteBytes) {
+				r.Status, r.Err = UnknownError, errors.New("answered before its flush")
+			}
+			c.done(r)
+		})
+	}
+	res := c.wait(t)
+	require.Len(t, res, n)
+	for _, r := range res {
+		require.Equal(t, PutOK, r.Status, "%v", r.Err)
+	}
+	syncs := cl.flush.syncs.Load()
+	t.Logf("%d async puts, %d flushes", n, syncs)
+	assert.Less(t, syncs, int64(n/4), "async writers share flushes")
+}
+
+func TestPutMessagesAsyncBatchAndAsyncFlushAnswerAtOnce(t *testing.T) {
+	cl := mustOpenCommitLog(t, clTestConfig(t, AsyncFlush), nil, true, nil)
+	answered := false
+	cl.PutMessageAsync(clMsg("AA", 0, []byte("x"), nil), func(r PutResult) {
+		answered = true
+		assert.Equal(t, PutOK, r.Status)
+	})
+	assert.True(t, answered, "ASYNC_FLUSH answers on the caller's goroutine")
+
+	sync := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, nil)
+	var c collect
+	c.wg.Add(1)
+	sync.PutMessagesAsync(clBatch(t, "AB", 0, 5), c.done)
+	res := c.wait(t)
+	require.Equal(t, PutOK, res[0].Status, "%v", res[0].Err)
+	assert.Equal(t, 5, res[0].MsgNum)
+	assert.GreaterOrEqual(t, sync.FlushedWhere(), res[0].WroteOffset+int64(res[0].WroteBytes))
+
+	// A refused put is answered at once too.
+	answered = false
+	sync.PutMessageAsync(clMsg("AB", 0, make([]byte, sync.cfg.MaxMessageSize+1), nil), func(r PutResult) {
+		answered = true
+		assert.Equal(t, MessageIllegal, r.Status)
+	})
+	assert.True(t, answered)
+}
+
+func TestPutMessageAsyncFlushErrorAndTimeout(t *testing.T) {
+	injected := errors.New("injected EIO")
+	cl := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, func(cl *CommitLog) {
+		cl.flush.flushFn = func(int) (int64, error) { return cl.mfq.FlushedWhere(), injected }
+	})
+	var c collect
+	c.wg.Add(3)
+	for range 3 {
+		cl.PutMessageAsync(clMsg("AE", 0, []byte("p"), nil), c.done)
+	}
+	for _, r := range c.wait(t) {
+		assert.Equal(t, FlushDiskTimeout, r.Status)
+		assert.ErrorIs(t, r.Err, injected)
+	}
+
+	cfg := clTestConfig(t, SyncFlush)
+	cfg.SyncFlushTimeout = 50 * time.Millisecond
+	release := make(chan struct{})
+	slow := mustOpenCommitLog(t, cfg, nil, true, func(cl *CommitLog) {
+		real := cl.flush.flushFn
+		cl.flush.flushFn = func(least int) (int64, error) {
+			<-release
+			return real(least)
+		}
+	})
+	t.Cleanup(func() { close(release) }) // runs before the commitlog's Shutdown cleanup
+	var d collect
+	d.wg.Add(1)
+	slow.PutMessageAsync(clMsg("AT", 0, []byte("slow"), nil), d.done)
+	r := d.wait(t)[0]
+	assert.Equal(t, FlushDiskTimeout, r.Status)
+	assert.ErrorIs(t, r.Err, ErrFlushTimeout)
+	sel, ok := slow.GetMessage(r.WroteOffset, r.WroteBytes)
+	require.True(t, ok, "a timed-out message stays stored")
+	sel.Release()
+}
+
+func clBatch(t *testing.T, topic string, queueID int32, n int) *message.MessageExtBatch {
+	t.Helper()
+	var msgs []*message.Message
+	for i := range n {
+		msgs = append(msgs, &message.Message{Body: clBody(i, 100)})
+	}
+	body, err := message.AppendBatch(nil, msgs)
+	require.NoError(t, err)
+	return &message.MessageExtBatch{MessageExt: *clMsg(topic, queueID, body, nil)}
+}
+
+// The facade's async puts reach the consume queue like blocking ones, and a
+// shut-down store refuses them through the callback.
+func TestStorePutMessageAsync(t *testing.T) {
+	s := MustOpen(t, testConfig(t.TempDir(), SyncFlush))
+	var c collect
+	c.wg.Add(10)
+	for i := range 10 {
+		s.PutMessageAsync(newTestMessage("SA", 1, body(i, 64), "t", ""), c.done)
+	}
+	for _, r := range c.wait(t) {
+		require.Equal(t, PutOK, r.Status, "%v", r.Err)
+	}
+	waitDispatched(t, s)
+	assert.EqualValues(t, 10, s.MaxOffsetInQueue("SA", 1))
+
+	require.NoError(t, s.Shutdown(context.Background()))
+	var d collect
+	d.wg.Add(1)
+	s.PutMessagesAsync(&message.MessageExtBatch{MessageExt: *newTestMessage("SA", 1, nil, "", "")}, d.done)
+	r := d.wait(t)[0]
+	assert.Equal(t, ServiceNotAvailable, r.Status)
+	assert.ErrorIs(t, r.Err, ErrShutdown)
+}

@@ -64,6 +64,12 @@ type Broker struct {
 	pools   pools
 	consume *consumeState
 
+	// Delay, timer and transaction services (issue 5): started after the
+	// consume side, stopped before the store closes.
+	schedule *scheduleService
+	timer    *timerService
+	trans    *transactionService
+
 	// wg and stop own the broker's loops (registerLoop).
 	wg   sync.WaitGroup
 	stop chan struct{}
@@ -138,6 +144,11 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		EndTransaction: b.server.NewPool("endTransaction", cfg.EndTransactionThreadPoolNums, queue(cfg.EndTransactionPoolQueueCapacity)),
 	}
 	b.consume = newConsumeState(b)
+	if b.schedule, err = newScheduleService(b); err != nil {
+		return nil, err
+	}
+	b.timer = newTimerService(b)
+	b.trans = newTransactionService(b)
 	b.registerProcessors()
 	return b, nil
 }
@@ -148,6 +159,8 @@ func (b *Broker) registerProcessors() {
 	b.registerSendProcessors()
 	b.registerAdminProcessors()
 	registerConsumeProcessors(b)
+	b.registerSendBackProcessor()
+	b.registerTransactionProcessor()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,
@@ -171,6 +184,7 @@ func (b *Broker) Start() error {
 	b.store = st
 	b.storeOpen = true
 	fail := func(err error) error {
+		b.stopDelayServices()
 		b.consume.shutdown()
 		if serr := b.store.Shutdown(context.Background()); serr != nil {
 			b.log.WithError(serr).Error("closing the store after a failed start")
@@ -183,6 +197,9 @@ func (b *Broker) Start() error {
 	}
 	if err := b.consume.start(); err != nil {
 		return fail(fmt.Errorf("broker: start consume side: %w", err))
+	}
+	if err := b.startDelayServices(); err != nil {
+		return fail(err)
 	}
 	if err := b.server.Start(); err != nil {
 		return fail(fmt.Errorf("broker: %w", err))
@@ -226,6 +243,8 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("broker: stop server: %w", err))
 		}
 		if started && storeOpen {
+			// They put messages: stopped while the store is open.
+			b.stopDelayServices()
 			b.consume.shutdown()
 			if err := b.topics.Persist(); err != nil {
 				errs = append(errs, err)
@@ -241,6 +260,29 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		b.log.Info("broker stopped")
 	})
 	return b.stopErr
+}
+
+// startDelayServices starts the schedule, timer and transaction services
+// (the store is open, the topics and consumer state loaded).
+func (b *Broker) startDelayServices() error {
+	if err := b.schedule.start(); err != nil {
+		return fmt.Errorf("broker: start schedule service: %w", err)
+	}
+	if err := b.timer.start(); err != nil {
+		return fmt.Errorf("broker: start timer service: %w", err)
+	}
+	if err := b.trans.start(); err != nil {
+		return fmt.Errorf("broker: start transaction service: %w", err)
+	}
+	return nil
+}
+
+// stopDelayServices stops them (safe when some never started), persisting
+// their progress.
+func (b *Broker) stopDelayServices() {
+	b.trans.shutdown()
+	b.timer.shutdown()
+	b.schedule.shutdown()
 }
 
 // Addr is brokerIP1:port, the address clients and nameservers use (the real

@@ -54,8 +54,8 @@ func bcBenchBroker(b *testing.B, n, size int) *Broker {
 }
 
 // BenchmarkExecutePullFound measures one 32-message pull of 1 KiB messages
-// on the processor path (store read, one copy into the body, headers),
-// without the network.
+// on the processor path (store read, headers, and the one copy of the
+// records into a frame buffer, as writePull makes), without the network.
 func BenchmarkExecutePullFound(b *testing.B) {
 	br := bcBenchBroker(b, 32, 1024)
 	pr := &pullRequest{
@@ -63,16 +63,22 @@ func BenchmarkExecutePullFound(b *testing.B) {
 		h:      *bcPullHeader("cg", "B", 0, 0, 0, 0),
 		filter: store.NewTagFilter("tagA"),
 	}
-	resp := br.consume.executePull(pr, false)
+	resp, body := br.consume.executePull(pr, false)
 	require.Equal(b, int32(remoting.Success), resp.Code, resp.Remark)
-	b.SetBytes(int64(len(resp.Body)))
+	require.NotNil(b, body)
+	b.SetBytes(int64(body.BufferTotalSize))
+	body.Release()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		resp = br.consume.executePull(pr, false)
-		if resp.Code != int32(remoting.Success) {
+		resp, body = br.consume.executePull(pr, false)
+		if resp.Code != int32(remoting.Success) || body == nil {
 			b.Fatal(resp.Remark)
 		}
+		if _, err := remoting.AppendFrameWith(make([]byte, 0, 256+body.BufferTotalSize), resp, body.BufferTotalSize, body.AppendBody); err != nil {
+			b.Fatal(err)
+		}
+		body.Release()
 	}
 }
 

@@ -141,7 +141,11 @@ func (hs *pullHoldService) run(pr *pullRequest) {
 
 // answer runs the pull again (without parking) and writes its response.
 func (hs *pullHoldService) answer(pr *pullRequest) {
-	resp := hs.cs.executePull(pr, false)
+	resp, body := hs.cs.executePull(pr, false)
+	if body != nil {
+		hs.cs.writePull(pr, resp, body)
+		return
+	}
 	if resp == nil {
 		return
 	}

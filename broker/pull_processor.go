@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,7 +42,26 @@ func (cs *consumeState) processPull(c *remoting.Conn, req *remoting.Command) (*r
 	if resp := cs.checkPull(pr); resp != nil {
 		return resp, nil
 	}
-	return cs.executePull(pr, true), nil
+	resp, body := cs.executePull(pr, true)
+	if body != nil {
+		// Answered here, with the records copied once, straight from the
+		// mapped files into the frame.
+		cs.writePull(pr, resp, body)
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// writePull answers pr with resp and the records held by body, then
+// releases body. The records are appended straight into the frame buffer
+// (Conn.ReplyWith): one copy out of the mapped files, where building
+// resp.Body first would copy them twice.
+func (cs *consumeState) writePull(pr *pullRequest, resp *remoting.Command, body *store.GetMessageResult) {
+	defer body.Release()
+	if err := pr.conn.ReplyWith(pr.req, resp, body.BufferTotalSize, body.AppendBody); err != nil && !errors.Is(err, remoting.ErrConnClosed) {
+		cs.log.WithFields(logrus.Fields{"peer": pr.conn.RemoteAddr(), "topic": pr.h.Topic}).WithError(err).
+			Warn("cannot write pull response")
+	}
 }
 
 // checkPull validates the request and picks its filter; it returns the
@@ -115,12 +135,15 @@ func isTagExpression(t string) bool { return t == "" || t == protocol.Expression
 // allowSuspend (the first run) it may park the request and return nil, and
 // it stores commitOffset; runs after a wake-up answer whatever they find,
 // as RocketMQ's executeRequestWhenWakeup does.
-func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) *remoting.Command {
+//
+// When messages were found it also returns body, the store result still
+// holding them: the caller answers with writePull, which releases it.
+func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *remoting.Command, body *store.GetMessageResult) {
 	h := &pr.h
 	maxNums := int(min(h.MaxMsgNums, int32(cs.cfg.maxTransferCount)))
 	res, err := cs.b.store.GetMessage(h.ConsumerGroup, h.Topic, h.QueueID, h.QueueOffset, maxNums, cs.cfg.maxTransferBytes, pr.filter)
 	if err != nil {
-		return remoting.NewResponse(pr.req, remoting.SystemError, "store getMessage failed: "+err.Error())
+		return remoting.NewResponse(pr.req, remoting.SystemError, "store getMessage failed: "+err.Error()), nil
 	}
 	slave := cs.b.cfg.IsSlave()
 	code, remark := pullCode(res.Status, h.QueueOffset)
@@ -130,19 +153,19 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) *remotin
 		// offset, it asks it to retry (offsetCheckInSlave=false).
 		code, next = remoting.PullRetryImmediately, h.QueueOffset
 	}
-	resp := consumeResp(pr.req, code, remark, &protocol.PullMessageResponseHeader{
+	resp = consumeResp(pr.req, code, remark, &protocol.PullMessageResponseHeader{
 		SuggestWhichBrokerID: masterBrokerID,
 		NextBeginOffset:      next,
 		MinOffset:            res.MinOffset,
 		MaxOffset:            res.MaxOffset,
 	})
-	if code == remoting.Success {
-		// One copy out of the mapped files: the response outlives the
-		// result, whose holds are released right below.
-		resp.Body = res.AppendBody(make([]byte, 0, res.BufferTotalSize))
-	}
 	status := res.Status
-	res.Release()
+	if code == remoting.Success {
+		// The holds stay until the records are in the frame (writePull).
+		body = res
+	} else {
+		res.Release()
+	}
 	if code == remoting.PullOffsetMoved {
 		cs.log.WithFields(logrus.Fields{
 			"group": h.ConsumerGroup, "topic": h.Topic, "queueId": h.QueueID,
@@ -162,14 +185,14 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) *remotin
 			pr.deadline = time.Now().Add(min(suspend, maxSuspend))
 			switch cs.hold.park(pr) {
 			case parked:
-				return nil
+				return nil, nil
 			case holdFull:
 				return remoting.NewResponse(pr.req, remoting.SystemBusy,
-					"[PULL]too many pulls are waiting for messages, try again later")
+					"[PULL]too many pulls are waiting for messages, try again later"), nil
 			}
 		}
 	}
-	return resp
+	return resp, body
 }
 
 // pullCode maps a store status to the pull response code, as RocketMQ's

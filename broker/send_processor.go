@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -179,13 +180,85 @@ func (b *Broker) processSend(c *remoting.Conn, req *remoting.Command) (*remoting
 		ReconsumeTimes: h.reconsumeTimes,
 	}
 	if req.RequestCode() == remoting.SendBatchMessage {
-		return b.sendBatch(req, &h, &ext)
+		return b.sendBatch(c, req, &h, &ext)
 	}
-	if props[message.PropTransactionPrepared] == "true" && b.cfg.RejectTransactionMessage {
-		return respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending transaction message is forbidden (rejectTransactionMessage=true)", b.ip)), nil
+	if strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
+		// The consumer's fallback for a failed send-back: DLQ once the
+		// attempts are used up (handleRetryAndDLQ), else a delayed retry.
+		if resp := b.handleRetryAndDLQ(req, &h, &ext); resp != nil {
+			return resp, nil
+		}
 	}
-	res := b.store.PutMessage(context.Background(), &ext)
-	return b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]), nil
+	if strings.EqualFold(props[message.PropTransactionPrepared], "true") { // Boolean.parseBoolean
+		if b.cfg.RejectTransactionMessage {
+			return respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending transaction message is forbidden (rejectTransactionMessage=true)", b.ip)), nil
+		}
+		// A half message: parked in the half topic, invisible to consumers
+		// until END_TRANSACTION commits it. A delivery time it could not
+		// be committed with is refused now.
+		if _, _, err := b.checkDeliveryTime(props, time.Now()); err != nil {
+			return respond(req, remoting.MessageIllegal, err.Error()), nil
+		}
+		b.trans.prepare(&ext)
+		return b.settle(c, req, func(done func(*remoting.Command)) {
+			b.store.PutMessageAsync(&ext, func(res store.PutResult) {
+				done(b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]))
+			})
+		}), nil
+	}
+	return b.settle(c, req, func(done func(*remoting.Command)) {
+		b.putMessageAsync(&ext, func(res store.PutResult, err error) {
+			if err != nil {
+				done(respond(req, remoting.MessageIllegal, err.Error()))
+				return
+			}
+			done(b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]))
+		})
+	}), nil
+}
+
+// settle runs put, which calls done exactly once with the response. When
+// done runs before put returns (ASYNC_FLUSH, refusals, WAIT=false), the
+// response is returned for the server to write. When it runs later (a
+// SYNC_FLUSH put answered by the group commit loop), settle has already
+// returned nil, freeing the send worker during the flush wait, and the
+// response is written to c from the flush goroutine.
+func (b *Broker) settle(c *remoting.Conn, req *remoting.Command, put func(done func(*remoting.Command))) *remoting.Command {
+	var (
+		mu       sync.Mutex
+		returned bool
+		early    *remoting.Command
+	)
+	put(func(resp *remoting.Command) {
+		mu.Lock()
+		if !returned {
+			early = resp
+			mu.Unlock()
+			return
+		}
+		mu.Unlock()
+		b.replyLate(c, req, resp)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	return early
+}
+
+// replyLate writes a send's response from the flush goroutine. It must not
+// block or panic there: a panic would take the whole broker down.
+func (b *Broker) replyLate(c *remoting.Conn, req *remoting.Command, resp *remoting.Command) {
+	defer func() {
+		if p := recover(); p != nil {
+			b.log.WithFields(logrus.Fields{"code": req.Code, "panic": p}).Error("answering a flushed send panicked")
+		}
+	}()
+	if c == nil {
+		return
+	}
+	if err := c.Reply(req, resp); err != nil && !errors.Is(err, remoting.ErrConnClosed) {
+		b.log.WithFields(logrus.Fields{"peer": c.RemoteAddr(), "reason": err}).Warn("cannot answer a send")
+	}
 }
 
 // checkSend applies RocketMQ's checks before a message is built
@@ -204,7 +277,7 @@ func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeade
 	if err := ValidateTopic(h.topic); err != nil {
 		return nil, respond(req, remoting.SystemError, err.Error())
 	}
-	if IsNotAllowedSendTopic(h.topic) {
+	if IsNotAllowedSendTopic(h.topic) || h.topic == TimerTopic {
 		return nil, respond(req, remoting.NoPermission, fmt.Sprintf("Sending message to topic[%s] is forbidden: it is a system topic", h.topic))
 	}
 	if len(req.Body) > b.cfg.MaxMessageSize {
@@ -264,7 +337,7 @@ func topicCreateHint(err error) string {
 // one commitlog file with consecutive queue offsets. Members without a
 // UNIQ_KEY (the Go client sends none) get one here, so every stored message
 // has an id a consumer and QUERY_MESSAGE can use.
-func (b *Broker) sendBatch(req *remoting.Command, h *sendHeader, ext *message.MessageExt) (*remoting.Command, error) {
+func (b *Broker) sendBatch(c *remoting.Conn, req *remoting.Command, h *sendHeader, ext *message.MessageExt) (*remoting.Command, error) {
 	if strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
 		return respond(req, remoting.MessageIllegal, "batch request does not support retry group "+h.topic), nil
 	}
@@ -274,8 +347,11 @@ func (b *Broker) sendBatch(req *remoting.Command, h *sendHeader, ext *message.Me
 	}
 	batch := message.MessageExtBatch{MessageExt: *ext}
 	batch.Body = body
-	res := b.store.PutMessages(context.Background(), &batch)
-	return b.putResultResponse(req, h, res, ext.QueueID, ""), nil
+	return b.settle(c, req, func(done func(*remoting.Command)) {
+		b.store.PutMessagesAsync(&batch, func(res store.PutResult) {
+			done(b.putResultResponse(req, h, res, ext.QueueID, ""))
+		})
+	}), nil
 }
 
 // uniqKeyEntryLen is the length of "UNIQ_KEY" 0x01 plus a 32-character id

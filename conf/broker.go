@@ -189,8 +189,20 @@ type BrokerConfig struct {
 	// MaxTransferBytesOnMessageInDisk and MaxTransferCountOnMessageInDisk are accepted for compatibility.
 	MaxTransferBytesOnMessageInDisk int `mapstructure:"maxTransferBytesOnMessageInDisk"`
 	MaxTransferCountOnMessageInDisk int `mapstructure:"maxTransferCountOnMessageInDisk"`
-	// MessageDelayLevel lists the delay levels (level N = N-th entry).
+	// MessageDelayLevel lists the delay levels (level N = N-th entry),
+	// space-separated durations with unit s, m, h or d (RocketMQ's units) or
+	// ms (ours, for tests). ParseDelayLevels reads it.
 	MessageDelayLevel string `mapstructure:"messageDelayLevel"`
+	// FlushDelayOffsetInterval is how often, in ms, delayOffset.json is written.
+	FlushDelayOffsetInterval int64 `mapstructure:"flushDelayOffsetInterval"`
+	// TimerWheelEnable accepts messages with an arbitrary delivery time
+	// (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS, __STARTDELIVERTIME);
+	// when false they are refused as RocketMQ 5 refuses them.
+	TimerWheelEnable bool `mapstructure:"timerWheelEnable"`
+	// TimerMaxDelaySec is the longest arbitrary delay accepted, in seconds.
+	// Our default is 7 days (RocketMQ 5's is 3); a later delivery time is
+	// refused with a remark naming the limit.
+	TimerMaxDelaySec int64 `mapstructure:"timerMaxDelaySec"`
 	// HaListenPort is always listenPort+1, as in RocketMQ 4.9; accepted for compatibility.
 	HaListenPort int `mapstructure:"haListenPort"`
 }
@@ -288,6 +300,9 @@ func DefaultBrokerConfig() BrokerConfig {
 		MaxTransferBytesOnMessageInDisk:   64 * 1024,
 		MaxTransferCountOnMessageInDisk:   8,
 		MessageDelayLevel:                 "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+		FlushDelayOffsetInterval:          10000,
+		TimerWheelEnable:                  true,
+		TimerMaxDelaySec:                  7 * 86400,
 		HaListenPort:                      10912,
 	}
 }
@@ -374,6 +389,19 @@ func (c *BrokerConfig) Validate() error {
 		return bad("syncFlushTimeout", c.SyncFlushTimeout, "must be at least 1 ms")
 	case c.FlushConsumerOffsetInterval < 1:
 		return bad("flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval, "must be at least 1 ms")
+	case c.FlushDelayOffsetInterval < 1:
+		return bad("flushDelayOffsetInterval", c.FlushDelayOffsetInterval, "must be at least 1 ms")
+	case c.TimerMaxDelaySec < 1:
+		return bad("timerMaxDelaySec", c.TimerMaxDelaySec, "must be at least 1 second")
+	case c.TransactionTimeOut < 1:
+		return bad("transactionTimeOut", c.TransactionTimeOut, "must be at least 1 ms")
+	case c.TransactionCheckMax < 1:
+		return bad("transactionCheckMax", c.TransactionCheckMax, "must be at least 1")
+	case c.TransactionCheckInterval < 1:
+		return bad("transactionCheckInterval", c.TransactionCheckInterval, "must be at least 1 ms")
+	}
+	if _, err := ParseDelayLevels(c.MessageDelayLevel); err != nil {
+		return bad("messageDelayLevel", c.MessageDelayLevel, err.Error())
 	}
 	pools := []struct {
 		key string
@@ -406,6 +434,45 @@ func (c *BrokerConfig) Validate() error {
 		}
 	}
 	return nil
+}
+
+// maxDelayLevels bounds messageDelayLevel: a level travels as a queue id of
+// SCHEDULE_TOPIC_XXXX, and topics have at most 1024 queues here.
+const maxDelayLevels = 1024
+
+// ParseDelayLevels parses messageDelayLevel: space-separated durations, each
+// a positive integer with unit ms, s, m, h or d ("1s 5s 10s 30s 1m ...").
+// Level N is the N-th entry. It returns an error naming the bad entry.
+func ParseDelayLevels(s string) ([]time.Duration, error) {
+	fields := strings.Fields(s)
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("lists no level")
+	}
+	if len(fields) > maxDelayLevels {
+		return nil, fmt.Errorf("lists %d levels, at most %d are allowed", len(fields), maxDelayLevels)
+	}
+	out := make([]time.Duration, 0, len(fields))
+	for _, f := range fields {
+		num, unit := f, time.Duration(0)
+		switch {
+		case strings.HasSuffix(f, "ms"):
+			num, unit = f[:len(f)-2], time.Millisecond
+		case strings.HasSuffix(f, "s"):
+			num, unit = f[:len(f)-1], time.Second
+		case strings.HasSuffix(f, "m"):
+			num, unit = f[:len(f)-1], time.Minute
+		case strings.HasSuffix(f, "h"):
+			num, unit = f[:len(f)-1], time.Hour
+		case strings.HasSuffix(f, "d"):
+			num, unit = f[:len(f)-1], 24*time.Hour
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if unit == 0 || err != nil || n <= 0 || n > int64(365*24*time.Hour/unit) {
+			return nil, fmt.Errorf("has a bad level %q: want a positive number with unit ms, s, m, h or d, at most a year", f)
+		}
+		out = append(out, time.Duration(n)*unit)
+	}
+	return out, nil
 }
 
 // validName applies RocketMQ's topic/group character rule ([%|a-zA-Z0-9_-]).

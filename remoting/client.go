@@ -254,7 +254,15 @@ type clientConn struct {
 	cl   *Client
 	addr string
 	nc   net.Conn
-	wmu  sync.Mutex // serialises frame writes
+
+	// Frames are encoded straight into wbuf; one writer at a time (the
+	// flusher) writes out everything queued, so concurrent senders share
+	// system calls instead of taking turns at one each.
+	wmu      sync.Mutex // guards wbuf, spare, flushing and werr
+	wbuf     []byte     // frames not yet handed to the socket
+	spare    []byte     // the flusher's previous buffer, reused
+	flushing bool       // a writer is writing; others only queue
+	werr     error      // the write error that closed the connection
 
 	mu      sync.Mutex // guards pending and closed
 	pending map[int32]*call
@@ -301,22 +309,62 @@ func (cc *clientConn) send(ctx context.Context, req *Command, opaque, flags int3
 	return cc.write(ctx, req)
 }
 
+// maxSpareWriteBuf bounds the write buffer kept between bursts.
+const maxSpareWriteBuf = 256 << 10
+
+// write queues cmd's frame and, unless another writer is already flushing,
+// writes out everything queued until the queue is empty. A frame queued
+// behind a flusher returns before it reaches the socket; if the write then
+// fails, the connection closes and every pending call fails with
+// ErrConnClosed, so no caller waits on a frame that was lost.
 func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
-	buf, err := EncodeFrame(cmd)
-	if err != nil {
-		return err
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(cc.cl.cfg.WriteTimeout)
+	timeout := cc.cl.cfg.WriteTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		timeout = time.Until(deadline)
 	}
 	cc.wmu.Lock()
-	defer cc.wmu.Unlock()
-	_ = cc.nc.SetWriteDeadline(deadline)
-	if _, err := cc.nc.Write(buf); err != nil {
-		cc.close(err)
+	if cc.werr != nil {
+		err := cc.werr
+		cc.wmu.Unlock()
 		return fmt.Errorf("remoting: write to %s: %w", cc.addr, err)
 	}
+	start := len(cc.wbuf)
+	var err error
+	if cc.wbuf, err = AppendFrame(cc.wbuf, cmd); err != nil {
+		cc.wbuf = cc.wbuf[:start]
+		cc.wmu.Unlock()
+		return err
+	}
+	if cc.flushing {
+		cc.wmu.Unlock()
+		return nil
+	}
+	cc.flushing = true
+	for len(cc.wbuf) > 0 {
+		buf := cc.wbuf
+		cc.wbuf = cc.spare[:0]
+		cc.spare = nil
+		cc.wmu.Unlock()
+		_ = cc.nc.SetWriteDeadline(time.Now().Add(timeout))
+		_, err := cc.nc.Write(buf)
+		cc.wmu.Lock()
+		if cap(buf) <= maxSpareWriteBuf {
+			cc.spare = buf[:0]
+		}
+		if err != nil {
+			cc.werr = err
+			cc.wbuf = nil
+			cc.flushing = false
+			cc.wmu.Unlock()
+			cc.close(err)
+			return fmt.Errorf("remoting: write to %s: %w", cc.addr, err)
+		}
+		// Later frames were queued by writers that returned at once; they
+		// are written with the connection's own timeout.
+		timeout = cc.cl.cfg.WriteTimeout
+	}
+	cc.flushing = false
+	cc.wmu.Unlock()
 	return nil
 }
 

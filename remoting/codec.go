@@ -53,6 +53,13 @@ func FrameLength(prefix []byte) (int, error) {
 // DecodeFrame decodes the bytes after the length prefix: header word, header,
 // body. The body is copied, so frame may be reused after the call.
 func DecodeFrame(frame []byte) (*Command, error) {
+	return decodeFrame(frame, true)
+}
+
+// decodeFrame is DecodeFrame; without copyBody the body aliases frame, for
+// callers that allocated frame for this command alone (ReadCommand): a pull
+// response carries up to 256 KiB of records, copied once less.
+func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooShort, len(frame))
 	}
@@ -80,7 +87,10 @@ func DecodeFrame(frame []byte) (*Command, error) {
 	}
 	cmd.SerializeType = st
 	if body := frame[4+hlen:]; len(body) > 0 {
-		cmd.Body = bytes.Clone(body)
+		if copyBody {
+			body = bytes.Clone(body)
+		}
+		cmd.Body = body
 	}
 	return cmd, nil
 }
@@ -100,7 +110,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 	if _, err := io.ReadFull(r, frame); err != nil {
 		return nil, err
 	}
-	return DecodeFrame(frame)
+	return decodeFrame(frame, false)
 }
 
 // AppendFrame appends the whole frame of c (length prefix included) to dst.
@@ -316,8 +326,13 @@ func decodeRocketMQHeader(b []byte) (*Command, error) {
 	if extLen < 0 || extLen != len(b)-p {
 		return nil, fmt.Errorf("%w: extFields length %d, %d bytes left", ErrBadHeader, extLen, len(b)-p)
 	}
+	// One copy of the fields: keys and values are substrings of it, one
+	// allocation per request instead of two per field.
+	var fields string
+	base := p
 	if extLen > 0 {
-		cmd.ExtFields = make(map[string]string)
+		cmd.ExtFields = make(map[string]string, 16)
+		fields = string(b[p : p+extLen])
 	}
 	for end := p + extLen; p < end; {
 		if end-p < 2 {
@@ -328,14 +343,14 @@ func decodeRocketMQHeader(b []byte) (*Command, error) {
 		if kl < 0 || kl > end-p-4 {
 			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
 		}
-		k := string(b[p : p+kl])
+		k := fields[p-base : p-base+kl]
 		p += kl
 		vl := int(int32(binary.BigEndian.Uint32(b[p:])))
 		p += 4
 		if vl < 0 || vl > end-p {
 			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
 		}
-		cmd.ExtFields[k] = string(b[p : p+vl])
+		cmd.ExtFields[k] = fields[p-base : p-base+vl]
 		p += vl
 	}
 	return cmd, nil

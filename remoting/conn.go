@@ -26,7 +26,23 @@ type Conn struct {
 	mu      sync.Mutex // guards pending and closed
 	pending map[int32]chan *Command
 	closed  bool
+
+	// Small frames are encoded straight into wbuf and written by the event
+	// loop in one system call per wake-up (flushQueued), so answers that
+	// finish together share a write instead of one write (and one frame
+	// allocation) each.
+	wmu      sync.Mutex // guards wbuf, wspare and wakeSent
+	wbuf     []byte
+	wspare   []byte
+	wakeSent bool // a Wake is on its way to the loop; it will flush wbuf
 }
+
+// Frames with bodies larger than coalesceMaxBody skip the queue: a pull
+// response is written from its own buffer rather than copied again.
+const (
+	coalesceMaxBody = 16 << 10
+	maxSpareConnBuf = 256 << 10
+)
 
 // ID is unique among the server's connections for its lifetime.
 func (c *Conn) ID() uint64 { return c.id }
@@ -52,6 +68,9 @@ func (c *Conn) Write(cmd *Command) error {
 	if c.Closed() {
 		return ErrConnClosed
 	}
+	if len(cmd.Body) <= coalesceMaxBody {
+		return c.queue(cmd)
+	}
 	buf, err := EncodeFrame(cmd)
 	if err != nil {
 		return err
@@ -60,6 +79,57 @@ func (c *Conn) Write(cmd *Command) error {
 		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
 	}
 	return nil
+}
+
+// queue appends cmd's frame to wbuf and, if no wake-up is pending, asks the
+// event loop to flush (OnTraffic calls flushQueued).
+func (c *Conn) queue(cmd *Command) error {
+	c.wmu.Lock()
+	start := len(c.wbuf)
+	var err error
+	if c.wbuf, err = AppendFrame(c.wbuf, cmd); err != nil {
+		c.wbuf = c.wbuf[:start]
+		c.wmu.Unlock()
+		return err
+	}
+	wake := !c.wakeSent
+	c.wakeSent = true
+	c.wmu.Unlock()
+	if !wake {
+		return nil
+	}
+	if err := c.gc.Wake(nil); err != nil {
+		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
+	}
+	return nil
+}
+
+// flushQueued writes the queued frames. It runs on the connection's event
+// loop (OnTraffic), where gnet's Write is synchronous: it writes what the
+// socket takes and copies the rest into the outbound buffer, so buf can be
+// reused as soon as it returns.
+func (c *Conn) flushQueued(gc gnet.Conn) {
+	c.wmu.Lock()
+	buf := c.wbuf
+	if len(buf) == 0 {
+		c.wakeSent = false
+		c.wmu.Unlock()
+		return
+	}
+	c.wbuf = c.wspare[:0]
+	c.wspare = nil
+	// Cleared together with taking the buffer: a frame queued from now on
+	// sends its own wake-up.
+	c.wakeSent = false
+	c.wmu.Unlock()
+	_, _ = gc.Write(buf) // a failed write closes the connection in gnet
+	if cap(buf) <= maxSpareConnBuf {
+		c.wmu.Lock()
+		if c.wspare == nil {
+			c.wspare = buf[:0]
+		}
+		c.wmu.Unlock()
+	}
 }
 
 // Reply sends resp as the answer to req: it copies req's opaque and serialize

@@ -119,18 +119,29 @@ func (s *Server) Start() error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("remoting: server already started")
 	}
+	addr, err := claimAddr(s.cfg.Addr)
+	if err != nil {
+		return err
+	}
 	opts := []gnet.Option{
 		gnet.WithMulticore(true),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReuseAddr(true),
+		// Each event loop accepts on its own SO_REUSEPORT listener and
+		// registers the connection itself. Without it gnet's acceptor hands
+		// connections to the loops through a queue, and one accepted while
+		// the engine stops lands on a stopped loop: never served, never
+		// closed, and the client (the official Go client does not time out
+		// its connections) hangs there. claimAddr keeps the port exclusive.
+		gnet.WithReusePort(true),
 		gnet.WithLogger(s.cfg.Logger.WithField("component", "gnet")),
 	}
 	if s.cfg.NumEventLoops > 0 {
 		opts = append(opts, gnet.WithNumEventLoop(s.cfg.NumEventLoops))
 	}
 	go func() {
-		s.runDone <- gnet.Run(s, "tcp://"+s.cfg.Addr, opts...)
+		s.runDone <- gnet.Run(s, "tcp://"+addr, opts...)
 	}()
 	select {
 	case <-s.booted:
@@ -147,6 +158,23 @@ func (s *Server) Start() error {
 		}
 		return fmt.Errorf("remoting: listen on %s: %w", s.cfg.Addr, err)
 	}
+}
+
+// claimAddr checks that addr's port is free and, for port 0, picks one, so
+// that every event loop's SO_REUSEPORT listener binds the same port and no
+// other process already holds it: a probe socket without SO_REUSEPORT fails
+// to bind while any socket has the port.
+func claimAddr(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("remoting: listen on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("remoting: listen on %s: %w", addr, err)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)), nil
 }
 
 // Addr is the address the server listens on, with the real port when the
@@ -279,7 +307,14 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
-	c.lastRead.Store(time.Now().UnixNano())
+	// Answers queued by workers go out first; so do any queued while this
+	// call runs (an early SYSTEM_BUSY, say), when it returns.
+	c.flushQueued(gc)
+	defer c.flushQueued(gc)
+	if gc.InboundBuffered() > 0 {
+		// A wake-up to flush is not traffic from the peer.
+		c.lastRead.Store(time.Now().UnixNano())
+	}
 	for range s.cfg.MaxFramesPerWake {
 		prefix, err := gc.Peek(4)
 		if err != nil {

@@ -1,10 +1,11 @@
 // Command mqbroker runs a RocketMQ-compatible broker.
 //
-//	mqbroker [-c broker.conf] [-n 127.0.0.1:9876[;addr...]] [-p]
+//	mqbroker [-c broker.conf] [-n 127.0.0.1:9876[;addr...]] [-p] [-pprof 127.0.0.1:6060]
 //
 // -c reads a RocketMQ properties-style file (brokerName=broker-a) or YAML;
 // -n sets namesrvAddr (over the file and the NAMESRV_ADDR environment
-// variable); -p prints the effective configuration and exits. SIGINT or
+// variable); -p prints the effective configuration and exits; -pprof serves
+// Go's profiling endpoints (/debug/pprof/) on a loopback address. SIGINT or
 // SIGTERM stops the broker gracefully: it unregisters, finishes running
 // requests, persists consumer offsets and flushes the store.
 package main
@@ -32,6 +33,7 @@ const shutdownTimeout = 30 * time.Second
 func main() {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	tuneGC(os.Getenv)
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr, sigs, nil))
 }
 
@@ -45,6 +47,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer, st
 	namesrv := fs.String("n", "", "nameserver addresses, ';'-separated ip:port (overrides namesrvAddr and NAMESRV_ADDR)")
 	printConfig := fs.Bool("p", false, "print the effective configuration and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	pprofAddr := fs.String("pprof", "", "serve /debug/pprof/ on this loopback ip:port (off when empty)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -84,6 +87,16 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer, st
 	}
 	if len(cfg.NamesrvAddrs()) == 0 {
 		log.Warn("no nameserver configured (-n, namesrvAddr or NAMESRV_ADDR): clients will not find this broker")
+	}
+
+	if *pprofAddr != "" {
+		addr, stopPprof, err := startPprof(*pprofAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "mqbroker: -pprof: %v\n", err)
+			return 2
+		}
+		defer stopPprof()
+		log.WithField("addr", addr).Info("pprof listening on /debug/pprof/")
 	}
 
 	b, err := broker.New(&cfg, log)

@@ -1,0 +1,383 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/gorocketmq/gorocketmq/store"
+)
+
+// Schedule service timings with no RocketMQ key.
+const (
+	// schedulePollInterval is how often an idle level looks for new
+	// entries; a put signals the loop at once, so this only bounds the case
+	// where the signal came before the store dispatched the entry.
+	schedulePollInterval = 20 * time.Millisecond
+	// scheduleRetryWait is the pause after a failed re-put (RocketMQ: 10 s);
+	// the level's offset does not move, so nothing is lost.
+	scheduleRetryWait = time.Second
+	// scheduleBatch is how many entries one read of a level returns.
+	scheduleBatch = 32
+)
+
+// delayOffsetFile is the schedule progress file under <root>/config.
+const delayOffsetFile = "delayOffset.json"
+
+// scheduleService delivers delay-level messages (RocketMQ's
+// ScheduleMessageService). A message with DELAY=n is stored in
+// SCHEDULE_TOPIC_XXXX, queue n-1, by routeDelay; scheduleLoop reads each
+// level's queue in order from its offset, and once an entry's delivery time
+// (TIMER_OUT_MS, which is also its consume-queue tags code; else store time
+// + the level's delay) has come, re-puts the message to its real topic and
+// queue with its original properties and advances the level's offset.
+//
+// One queue per level holds messages in delivery order (same delay, FIFO),
+// so only each level's head needs watching: the loop sleeps until the
+// earliest head is due, or a put signals it.
+//
+// Progress is delayOffset.json ({"offsetTable":{"<level>":<next offset>}}),
+// written atomically every flushDelayOffsetInterval and at shutdown. It is
+// only written after it was loaded (RocketMQ #6881 overwrote it with an
+// empty table), and loaded offsets are clamped into each queue's [min, max]
+// (correctDelayOffset). A crash re-delivers at most what was delivered
+// since the last write: at-least-once, never an en-masse replay.
+type scheduleService struct {
+	b      *Broker
+	log    logrus.FieldLogger
+	levels []time.Duration
+	path   string
+	flush  time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex // guards offsets, dirty
+	offsets map[int32]int64
+	dirty   bool
+
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	loaded bool // set by start before the loop runs; read by shutdown after it stopped
+}
+
+// newScheduleService builds the service from the broker config (validated,
+// so the levels parse).
+func newScheduleService(b *Broker) (*scheduleService, error) {
+	levels, err := conf.ParseDelayLevels(b.cfg.MessageDelayLevel)
+	if err != nil {
+		return nil, fmt.Errorf("broker: messageDelayLevel: %w", err)
+	}
+	return &scheduleService{
+		b:       b,
+		log:     b.log.WithField("component", "schedule"),
+		levels:  levels,
+		path:    filepath.Join(b.cfg.StorePathRootDir, "config", delayOffsetFile),
+		flush:   time.Duration(b.cfg.FlushDelayOffsetInterval) * time.Millisecond,
+		now:     time.Now,
+		offsets: make(map[int32]int64),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}, nil
+}
+
+// signal wakes scheduleLoop without blocking.
+func (s *scheduleService) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// delayOffsetTable is delayOffset.json.
+type delayOffsetTable struct {
+	OffsetTable map[int32]int64 `json:"offsetTable"`
+}
+
+// load reads delayOffset.json (absent: every level starts at its queue's
+// min offset) and clamps each offset into its queue.
+func (s *scheduleService) load() error {
+	data, err := os.ReadFile(s.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("broker: read %s: %w", s.path, err)
+	default:
+		var t delayOffsetTable
+		// fastjsonIntKey (consumer_offset_manager.go) quotes the integer
+		// keys a Java broker writes ({1:5}), so its file loads too.
+		if err := json.Unmarshal(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &t); err != nil {
+			return fmt.Errorf("broker: %s is not a delay offset table: %w", s.path, err)
+		}
+		for k, v := range t.OffsetTable {
+			s.offsets[k] = v
+		}
+	}
+	st := s.b.store
+	for i := range s.levels {
+		level := int32(i + 1)
+		qid := level - 1
+		minOff, maxOff := st.MinOffsetInQueue(ScheduleTopic, qid), st.MaxOffsetInQueue(ScheduleTopic, qid)
+		off, ok := s.offsets[level]
+		switch {
+		case !ok || off < minOff:
+			off = minOff
+		case off > maxOff:
+			s.log.WithFields(logrus.Fields{"level": level, "offset": off, "max": maxOff}).Warn("delay offset beyond its queue, corrected")
+			off = maxOff
+		}
+		s.offsets[level] = off
+	}
+	s.loaded = true
+	return nil
+}
+
+// persist writes delayOffset.json atomically if anything moved.
+func (s *scheduleService) persist(force bool) error {
+	if !s.loaded {
+		return nil
+	}
+	s.mu.Lock()
+	if !s.dirty && !force {
+		s.mu.Unlock()
+		return nil
+	}
+	t := delayOffsetTable{OffsetTable: make(map[int32]int64, len(s.offsets))}
+	for k, v := range s.offsets {
+		t.OffsetTable[k] = v
+	}
+	s.dirty = false
+	s.mu.Unlock()
+	data, err := json.MarshalIndent(&t, "", "\t")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return fmt.Errorf("broker: create %s: %w", filepath.Dir(s.path), err)
+	}
+	if err := store.WriteFileAtomic(s.path, data, 0o644); err != nil {
+		s.mu.Lock()
+		s.dirty = true
+		s.mu.Unlock()
+		return fmt.Errorf("broker: persist delay offsets: %w", err)
+	}
+	return nil
+}
+
+// start loads the offsets and starts scheduleLoop and the persist loop.
+func (s *scheduleService) start() error {
+	if err := s.load(); err != nil {
+		return err
+	}
+	s.wg.Add(2)
+	go s.scheduleLoop()
+	go s.persistLoop()
+	return nil
+}
+
+// shutdown stops the loops and writes the offsets a last time. Safe to
+// call twice and without start.
+func (s *scheduleService) shutdown() {
+	s.once.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		if err := s.persist(true); err != nil {
+			s.log.WithError(err).Error("persist delay offsets at shutdown")
+		}
+	})
+}
+
+// Offset returns the next queue offset of level (for tests and admin).
+func (s *scheduleService) Offset(level int32) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.offsets[level]
+}
+
+func (s *scheduleService) persistLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.flush)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if err := s.persist(false); err != nil {
+				s.log.WithError(err).Error("persist delay offsets")
+			}
+		}
+	}
+}
+
+// scheduleLoop delivers due messages level by level and sleeps until the
+// earliest head is due, a put signals, or the poll interval passes.
+func (s *scheduleService) scheduleLoop() {
+	defer s.wg.Done()
+	// nextDue caches each level's head delivery time so a waiting head is
+	// not read again on every wake-up; 0 means unknown.
+	nextDue := make([]int64, len(s.levels))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := s.now().UnixMilli()
+		wait := schedulePollInterval
+		for i := range s.levels {
+			if nextDue[i] > now {
+				wait = min(wait, time.Duration(nextDue[i]-now)*time.Millisecond)
+				continue
+			}
+			due, retry := s.deliverLevel(int32(i + 1))
+			nextDue[i] = due
+			switch {
+			case retry:
+				nextDue[i] = now + scheduleRetryWait.Milliseconds()
+				wait = min(wait, scheduleRetryWait)
+			case due > 0:
+				wait = min(wait, time.Duration(due-s.now().UnixMilli())*time.Millisecond)
+			}
+		}
+		timer.Reset(max(wait, time.Millisecond))
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+			// A new entry can only be due later than the cached heads of
+			// its level, but an empty level has no cached head.
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// deliverLevel re-puts every due message at the head of level's queue. It
+// returns the delivery time of the first message not yet due (0 when the
+// queue is drained) and whether a put failed (retry later).
+func (s *scheduleService) deliverLevel(level int32) (nextDue int64, retry bool) {
+	st := s.b.store
+	qid := level - 1
+	for {
+		select {
+		case <-s.stop:
+			return 0, false
+		default:
+		}
+		s.mu.Lock()
+		off := s.offsets[level]
+		s.mu.Unlock()
+		if off >= st.MaxOffsetInQueue(ScheduleTopic, qid) {
+			return 0, false
+		}
+		res, err := st.GetMessage("", ScheduleTopic, qid, off, scheduleBatch, 0, nil)
+		if err != nil {
+			s.log.WithError(err).WithField("level", level).Error("read schedule queue")
+			return 0, true
+		}
+		if res.Status != store.Found {
+			next := res.NextBeginOffset
+			res.Release()
+			if next > off {
+				// Entries gone (retention) or the offset is off the queue:
+				// follow the store's correction.
+				s.log.WithFields(logrus.Fields{"level": level, "from": off, "to": next}).Warn("delay offset corrected")
+				s.setOffset(level, next)
+				continue
+			}
+			return 0, false
+		}
+		for i := range res.Messages {
+			rec := res.Messages[i].Bytes
+			due, qoff, err := s.dueTime(rec, level)
+			if err != nil {
+				s.log.WithError(err).WithFields(logrus.Fields{"level": level, "offset": off}).Error("unreadable schedule entry, skipped")
+				s.setOffset(level, off+1)
+				off++
+				continue
+			}
+			if due > s.now().UnixMilli() {
+				res.Release()
+				return due, false
+			}
+			if !s.deliver(rec, level) {
+				res.Release()
+				return 0, true
+			}
+			s.setOffset(level, qoff+1)
+			off = qoff + 1
+		}
+		res.Release()
+	}
+}
+
+func (s *scheduleService) setOffset(level int32, off int64) {
+	s.mu.Lock()
+	s.offsets[level] = off
+	s.dirty = true
+	s.mu.Unlock()
+}
+
+// dueTime returns the delivery time and queue offset of a stored schedule
+// record. TIMER_OUT_MS is the time routeDelay computed; without it (a
+// record written by another broker) it is store time + the level's delay.
+// A time later than now + the level's delay cannot be right and is
+// corrected to now (correctDeliverTimestamp).
+func (s *scheduleService) dueTime(rec []byte, level int32) (int64, int64, error) {
+	r, err := message.ParseRecord(rec)
+	if err != nil {
+		return 0, 0, err
+	}
+	delay := s.levels[min(int(level), len(s.levels))-1].Milliseconds()
+	due := r.StoreTimestamp() + delay
+	if v, ok := r.Property(message.PropTimerOutMS); ok {
+		if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			due = n
+		}
+	}
+	now := s.now().UnixMilli()
+	if due > now+delay {
+		due = now
+	}
+	return due, r.QueueOffset(), nil
+}
+
+// deliver re-puts one due record to its real topic; false means retry. A
+// record that can never be delivered (no real topic, or a half message,
+// which RocketMQ drops here) is logged and skipped.
+func (s *scheduleService) deliver(rec []byte, level int32) bool {
+	m, _, err := message.DecodeRecord(rec)
+	if err == nil {
+		err = s.b.restoreParked(m)
+	}
+	if err != nil {
+		s.log.WithError(err).WithField("level", level).Error("schedule entry cannot be delivered, skipped")
+		return true
+	}
+	if m.Topic == TransHalfTopic {
+		s.log.WithField("offset", m.CommitLogOffset).Warn("schedule entry for the half topic dropped")
+		return true
+	}
+	m.RemoveProperty(message.PropTimerOutMS)
+	res := s.b.store.PutMessage(context.Background(), m)
+	if !res.OK() {
+		s.log.WithFields(logrus.Fields{"level": level, "topic": m.Topic, "status": res.Status}).WithError(res.Err).
+			Warn("re-put of a due delay message failed, will retry")
+		return false
+	}
+	return true
+}

@@ -1,0 +1,224 @@
+package timer
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.UnixMilli(1_800_000_000_000) // a round second
+
+func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func entry(deliver time.Time, q int64) Entry {
+	return Entry{DeliverMs: deliver.UnixMilli(), CommitLogOffset: 1000 + q, Size: 100, QueueOffset: q}
+}
+
+func mustOpen(t *testing.T, cfg Config, now time.Time) *Wheel {
+	t.Helper()
+	w, err := Open(cfg, now)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.Close() })
+	return w
+}
+
+// fired collects what Fire hands over at now.
+func fired(t *testing.T, w *Wheel, now time.Time) []int64 {
+	t.Helper()
+	var got []int64
+	require.NoError(t, w.Fire(now, func(e Entry) error {
+		assert.LessOrEqual(t, e.DeliverMs, now.UnixMilli(), "handed over early")
+		got = append(got, e.QueueOffset)
+		return nil
+	}))
+	return got
+}
+
+func TestWheelDeliversAtExactTimeInOrder(t *testing.T) {
+	w := mustOpen(t, Config{Dir: t.TempDir(), Precision: time.Second, RollWindow: time.Minute}, t0)
+	require.NoError(t, w.Add(entry(at(2500), 0), t0))
+	require.NoError(t, w.Add(entry(at(1200), 1), t0))
+	require.NoError(t, w.Add(entry(at(-5000), 2), t0)) // in the past: due now
+	require.NoError(t, w.Add(entry(at(1200), 3), t0))
+	assert.Equal(t, 4, w.Pending())
+
+	assert.Equal(t, []int64{2}, fired(t, w, t0))
+	assert.Equal(t, at(1000), w.NextWake())
+	assert.Empty(t, fired(t, w, at(1199)))
+	assert.Equal(t, at(1200), w.NextWake(), "the slot is loaded, the next wake is the exact delivery time")
+	assert.Equal(t, []int64{1, 3}, fired(t, w, at(1200)))
+	assert.Empty(t, fired(t, w, at(2499)))
+	assert.Equal(t, []int64{0}, fired(t, w, at(2500)))
+	assert.Equal(t, 0, w.Pending())
+	assert.Equal(t, int64(4), w.EnqueueOffset())
+}
+
+func TestWheelRollsLongDelays(t *testing.T) {
+	w := mustOpen(t, Config{Dir: t.TempDir(), Precision: 100 * time.Millisecond, RollWindow: time.Second}, t0)
+	require.NoError(t, w.Add(entry(at(3750), 7), t0))
+	for ms := int64(0); ms < 3750; ms += 50 {
+		require.Empty(t, fired(t, w, at(ms)), "at %d ms", ms)
+	}
+	assert.Equal(t, 1, w.Pending())
+	assert.Equal(t, []int64{7}, fired(t, w, at(3750)))
+	assert.Equal(t, 0, w.Pending())
+}
+
+func TestWheelDeliverErrorKeepsEntry(t *testing.T) {
+	w := mustOpen(t, Config{Dir: t.TempDir()}, t0)
+	require.NoError(t, w.Add(entry(at(10), 0), t0))
+	require.NoError(t, w.Add(entry(at(20), 1), t0))
+	boom := errors.New("store busy")
+	err := w.Fire(at(1000), func(Entry) error { return boom })
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, 2, w.Pending())
+	assert.Equal(t, []int64{0, 1}, fired(t, w, at(1100)))
+}
+
+func TestWheelRestartKeepsPendingOnly(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, Precision: 100 * time.Millisecond, RollWindow: 2 * time.Second, FileSize: UnitSize * 4}
+	w, err := Open(cfg, t0)
+	require.NoError(t, err)
+	for q := int64(0); q < 10; q++ {
+		require.NoError(t, w.Add(entry(at(100*q), q), t0))
+	}
+	require.NoError(t, w.Add(entry(at(60_000), 10), t0)) // a roll unit
+	assert.Equal(t, []int64{0, 1, 2, 3, 4}, fired(t, w, at(400)))
+	require.NoError(t, w.Close())
+
+	w2 := mustOpen(t, cfg, at(450))
+	assert.Equal(t, 6, w2.Pending())
+	assert.Equal(t, int64(11), w2.EnqueueOffset())
+	assert.Equal(t, []int64{5, 6, 7, 8, 9}, fired(t, w2, at(5000)))
+	assert.Empty(t, fired(t, w2, at(59_999)))
+	assert.Equal(t, []int64{10}, fired(t, w2, at(60_000)))
+	files, err := listSegments(filepath.Join(dir, "timerlog"))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(files), 1, "files with nothing pending are deleted")
+}
+
+// TestWheelCrashSharesMapping opens a second wheel on the files of one that
+// never closed (a killed process: the mapping's pages survive it).
+func TestWheelCrashLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, FileSize: UnitSize * 8}
+	w, err := Open(cfg, t0)
+	require.NoError(t, err)
+	for q := int64(0); q < 20; q++ {
+		require.NoError(t, w.Add(entry(at(1000*(q%4)), q), t0))
+	}
+	require.Len(t, fired(t, w, at(1000)), 10)
+	// No Flush, no Close: the checkpoint file does not exist.
+	_, err = os.Stat(filepath.Join(dir, "timercheck"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	w2 := mustOpen(t, cfg, at(1000))
+	assert.Equal(t, int64(20), w2.EnqueueOffset(), "units in the log are not read again")
+	got := fired(t, w2, at(5000))
+	assert.Len(t, got, 10)
+	for _, q := range got {
+		assert.GreaterOrEqual(t, q%4, int64(2), "entry %d was delivered before the crash", q)
+	}
+	require.NoError(t, w.closeSegments())
+}
+
+func TestWheelBadConfig(t *testing.T) {
+	_, err := Open(Config{Dir: t.TempDir(), FileSize: 100}, t0)
+	require.ErrorIs(t, err, ErrBadFileSize)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "timercheck"), []byte("{"), 0o644))
+	_, err = Open(Config{Dir: dir}, t0)
+	require.Error(t, err)
+}
+
+func TestWheelClosed(t *testing.T) {
+	w, err := Open(Config{Dir: t.TempDir()}, t0)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	require.NoError(t, w.Close())
+	require.ErrorIs(t, w.Add(entry(t0, 0), t0), ErrClosed)
+	require.ErrorIs(t, w.Fire(t0, func(Entry) error { return nil }), ErrClosed)
+}
+
+// rssBytes reads VmRSS of this process (0 when unknown).
+func rssBytes() uint64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
+
+// BenchmarkWheelMillionPending adds 1,000,000 entries due between one hour
+// and seven days ahead and reports the heap and RSS they cost.
+func BenchmarkWheelMillionPending(b *testing.B) {
+	const n = 1_000_000
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rss0 := rssBytes()
+		w, err := Open(Config{Dir: b.TempDir()}, t0)
+		require.NoError(b, err)
+		for q := int64(0); q < n; q++ {
+			delay := time.Hour + time.Duration(q*604_799)%(6*24*time.Hour)
+			if err := w.Add(Entry{DeliverMs: t0.Add(delay).UnixMilli(), CommitLogOffset: q * 200, Size: 200, QueueOffset: q}, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-min(after.HeapAlloc, before.HeapAlloc))/(1<<20), "heapMiB")
+		b.ReportMetric(float64(after.HeapObjects-min(after.HeapObjects, before.HeapObjects)), "heapObjects")
+		b.ReportMetric(float64(rssBytes()-min(rssBytes(), rss0))/(1<<20), "rssMiB")
+		require.Equal(b, n, w.Pending())
+		require.NoError(b, w.Close())
+	}
+	b.SetBytes(n * UnitSize)
+}
+
+// BenchmarkWheelReopenMillion measures a restart with 1,000,000 pending
+// entries: Open walks the timerlog and relinks every unit.
+func BenchmarkWheelReopenMillion(b *testing.B) {
+	const n = 1_000_000
+	dir := b.TempDir()
+	w, err := Open(Config{Dir: dir}, t0)
+	require.NoError(b, err)
+	for q := int64(0); q < n; q++ {
+		delay := time.Hour + time.Duration(q*604_799)%(6*24*time.Hour)
+		require.NoError(b, w.Add(Entry{DeliverMs: t0.Add(delay).UnixMilli(), CommitLogOffset: q * 200, Size: 200, QueueOffset: q}, t0))
+	}
+	require.NoError(b, w.Close())
+	b.ReportAllocs()
+	b.SetBytes(n * UnitSize)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w, err := Open(Config{Dir: dir}, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if w.Pending() != n {
+			b.Fatalf("pending %d", w.Pending())
+		}
+		if err := w.closeSegments(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,6 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -235,6 +239,41 @@ func BenchmarkDecodeJSONStd(b *testing.B) {
 	for b.Loop() {
 		if _, err := decodeJSONHeaderStd(header); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestDecodeOfficialClientFrames decodes frames the official Go client put
+// on the wire (recorded by scripts/capture into the fuzz seed corpus).
+func TestDecodeOfficialClientFrames(t *testing.T) {
+	files, err := filepath.Glob("testdata/fuzz/FuzzDecodeFrame/official-go-client-code-*")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "seed corpus missing: go run ./scripts/capture")
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		lines := strings.SplitN(string(raw), "\n", 3)
+		require.Len(t, lines, 3)
+		lit := strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")")
+		frame, err := strconv.Unquote(lit)
+		require.NoError(t, err, f)
+		cmd, err := DecodeFrame([]byte(frame))
+		require.NoError(t, err, f)
+		assert.Equal(t, LangGo, cmd.Language, f)
+		assert.Equal(t, int32(317), cmd.Version, f)
+		assert.False(t, cmd.IsResponse(), f)
+		switch cmd.RequestCode() {
+		case GetRouteInfoByTopic:
+			assert.Equal(t, "TopicTest", cmd.ExtFields["topic"])
+		case SendMessage:
+			assert.Equal(t, "TopicTest", cmd.ExtFields["topic"])
+			assert.Contains(t, cmd.ExtFields["properties"], "TAGS\x01tagA\x02")
+			assert.Equal(t, []byte("hello"), cmd.Body)
+		case SendBatchMessage:
+			assert.Equal(t, "TopicTest", cmd.ExtFields["b"])
+			assert.Equal(t, "true", cmd.ExtFields["m"])
+		case HeartBeat:
+			assert.Contains(t, string(cmd.Body), `"producerDataSet"`)
 		}
 	}
 }

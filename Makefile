@@ -15,6 +15,7 @@ run: build
 
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 ./client/interop/   # the official client races with itself: no -race here
 
 race:
 	$(GO) test -race -count=1 ./...

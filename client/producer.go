@@ -1,0 +1,477 @@
+package client
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/message"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+)
+
+// Backoff for SYSTEM_BUSY answers: a busy broker sheds load, so hammering it
+// again at once only makes it busier.
+const (
+	busyBackoffBase = 50 * time.Millisecond
+	busyBackoffMax  = time.Second
+)
+
+// Producer sends messages. Create it with NewProducer, Start it, and
+// Shutdown it when done; it is safe for concurrent use.
+type Producer struct {
+	c        *core
+	selector QueueSelector
+	defSel   *HashSelector // used when no selector is set
+	faults   *faultTracker
+	asyncSem chan struct{}
+
+	shutdownOnce sync.Once
+	zpool        sync.Pool // *zlib.Writer at the configured level
+	// group overrides the option's group (the consumer's inner sender).
+	group string
+
+	// txHandler answers CHECK_TRANSACTION_STATE; set by TransactionProducer.
+	txHandler remoting.RequestHandler
+}
+
+// NewProducer returns a producer (group DEFAULT_PRODUCER unless set).
+func NewProducer(opts ...Option) (*Producer, error) {
+	o, err := buildOptions("DEFAULT_PRODUCER", opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &Producer{
+		c:        newCore(o, "producer"),
+		selector: o.selector,
+		defSel:   NewHashSelector(),
+		faults:   newFaultTracker(o.faultAvoidance),
+		asyncSem: make(chan struct{}, o.maxAsyncInFlight),
+	}
+	p.c.heartbeat = p.heartbeatData
+	return p, nil
+}
+
+// ClientID is the id this producer shows brokers.
+func (p *Producer) ClientID() string { return p.c.clientID }
+
+// Start starts the route refresh and heartbeat loops.
+func (p *Producer) Start() error {
+	if p.txHandler != nil {
+		p.c.rc.RegisterHandler(remoting.CheckTransactionState, p.txHandler)
+	}
+	return p.c.start()
+}
+
+// Shutdown waits for SendAsync calls in flight, then stops every goroutine
+// and closes every connection. Safe to call twice.
+func (p *Producer) Shutdown() error {
+	p.shutdownOnce.Do(func() {
+		// Take every async slot: once all are held no send is in flight.
+		for i := 0; i < cap(p.asyncSem); i++ {
+			p.asyncSem <- struct{}{}
+		}
+		if p.c.running() {
+			p.c.unregister(p.groupName(), "")
+		}
+		p.c.shutdown()
+	})
+	return nil
+}
+
+func (p *Producer) groupName() string {
+	if p.group != "" {
+		return p.group
+	}
+	return p.c.wrapName(p.c.o.group)
+}
+
+func (p *Producer) heartbeatData() *protocol.HeartbeatData {
+	return &protocol.HeartbeatData{
+		ClientID:        p.c.clientID,
+		ProducerDataSet: []protocol.ProducerData{{GroupName: p.c.wrapName(p.c.o.group)}, {GroupName: "CLIENT_INNER_PRODUCER"}},
+		ConsumerDataSet: []protocol.ConsumerData{},
+	}
+}
+
+// outgoing is a send prepared once for all attempts.
+type outgoing struct {
+	topic    string // with namespace
+	first    *Message
+	code     remoting.RequestCode
+	batch    bool
+	body     []byte
+	sysFlag  int32
+	flag     int32
+	props    string
+	msgIDs   string
+	sharding bool
+}
+
+// prepare validates msgs and encodes them: one message as itself (UNIQ_KEY
+// added, body compressed over the threshold), several as one batch body with
+// a UNIQ_KEY per member.
+func (p *Producer) prepare(msgs []*Message, sysFlag int32) (*outgoing, error) {
+	if len(msgs) == 0 {
+		return nil, ErrNoMessage
+	}
+	topic := msgs[0].Topic
+	if err := checkTopic(topic); err != nil {
+		return nil, err
+	}
+	out := &outgoing{topic: p.c.wrapName(topic), first: msgs[0], code: remoting.SendMessage, sysFlag: sysFlag}
+	var ids []string
+	for _, m := range msgs {
+		if m.Topic != topic {
+			return nil, ErrMixedTopics
+		}
+		if len(m.Body) == 0 {
+			return nil, ErrEmptyBody
+		}
+		if len(m.Body) > p.c.o.maxMessageSize {
+			// Checked before compression, as the Java client does.
+			return nil, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, len(m.Body), p.c.o.maxMessageSize)
+		}
+		id := m.UniqKey()
+		if id == "" {
+			id = p.c.uniq.Next()
+			m.SetProperty(message.PropUniqKey, id)
+		}
+		ids = append(ids, id)
+	}
+	out.msgIDs = strings.Join(ids, ",")
+	out.sharding = msgs[0].ShardingKey() != ""
+	if len(msgs) == 1 {
+		m := msgs[0]
+		out.flag = m.Flag
+		out.body = m.Body
+		if p.c.o.compressOver > 0 && len(m.Body) > p.c.o.compressOver {
+			z, err := p.compress(m.Body)
+			if err == nil && len(z) < len(m.Body) {
+				out.body = z
+				out.sysFlag |= message.FlagCompressed
+			}
+		}
+		out.props = string(message.MarshalProperties(m.Properties))
+	} else {
+		plain := make([]*message.Message, len(msgs))
+		for i, m := range msgs {
+			plain[i] = &m.Message
+		}
+		body, err := message.AppendBatch(nil, plain)
+		if err != nil {
+			return nil, err
+		}
+		out.code, out.batch, out.body = remoting.SendBatchMessage, true, body
+	}
+	if len(out.body) > p.c.o.maxMessageSize {
+		return nil, fmt.Errorf("%w: %d bytes > %d", ErrMessageTooLarge, len(out.body), p.c.o.maxMessageSize)
+	}
+	return out, nil
+}
+
+// compress zlib-compresses b. Writers are pooled: each holds ~800 KB of
+// deflate state, too much to allocate per message.
+func (p *Producer) compress(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(b) / 2)
+	w, _ := p.zpool.Get().(*zlib.Writer)
+	if w == nil {
+		var err error
+		if w, err = zlib.NewWriterLevel(&buf, p.c.o.compressLevel); err != nil {
+			return nil, err
+		}
+	} else {
+		w.Reset(&buf)
+	}
+	defer p.zpool.Put(w)
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// request builds the send command for one attempt at queue q.
+func (p *Producer) request(out *outgoing, q MessageQueue) *remoting.Command {
+	h := protocol.SendMessageRequestHeader{
+		ProducerGroup:         p.groupName(),
+		Topic:                 out.topic,
+		DefaultTopic:          p.c.o.createTopicKey,
+		DefaultTopicQueueNums: p.c.o.defaultTopicQueueNums,
+		QueueID:               q.QueueID,
+		SysFlag:               out.sysFlag,
+		BornTimestamp:         time.Now().UnixMilli(),
+		Flag:                  out.flag,
+		Properties:            out.props,
+		Batch:                 out.batch,
+		BrokerName:            q.BrokerName,
+	}
+	if strings.HasPrefix(out.topic, retryPrefix) {
+		if rt, err := strconv.Atoi(out.first.Property(message.PropReconsumeTime)); err == nil {
+			h.ReconsumeTimes = int32(rt)
+		}
+		if mr, err := strconv.Atoi(out.first.Property(message.PropMaxReconsumeTimes)); err == nil {
+			h.MaxReconsumeTimes = int32(mr)
+		}
+	}
+	if out.code == remoting.SendMessage {
+		return remoting.NewRequest(out.code, protocol.EncodeHeader(&h, nil), out.body)
+	}
+	var v2 protocol.SendMessageRequestHeaderV2
+	v2.FromV1(h)
+	return remoting.NewRequest(out.code, protocol.EncodeHeader(&v2, nil), out.body)
+}
+
+// publishQueues returns topic's writable queues, falling back to the
+// auto-create template route when the topic is unknown (the broker then
+// creates it on first send, if its autoCreateTopicEnable allows).
+func (p *Producer) publishQueues(ctx context.Context, topic string) ([]MessageQueue, error) {
+	tr, err := p.c.route(ctx, topic)
+	if err == nil && len(tr.publish) > 0 {
+		return tr.publish, nil
+	}
+	if err != nil && !errors.Is(err, ErrNoRoute) {
+		return nil, err
+	}
+	tmpl, terr := p.c.route(ctx, p.c.o.createTopicKey)
+	if terr != nil || len(tmpl.publish) == 0 {
+		return nil, fmt.Errorf("%w %s", ErrNoRoute, topic)
+	}
+	// Re-aim the template's queues at topic, clamped to the configured count.
+	var qs []MessageQueue
+	perBroker := map[string]int32{}
+	for _, q := range tmpl.publish {
+		if perBroker[q.BrokerName] >= p.c.o.defaultTopicQueueNums {
+			continue
+		}
+		perBroker[q.BrokerName]++
+		qs = append(qs, MessageQueue{Topic: topic, BrokerName: q.BrokerName, QueueID: q.QueueID})
+	}
+	// The route of topic will exist after the first send; read it next time.
+	p.c.forgetRoute(topic)
+	return qs, nil
+}
+
+// choose picks the queue for one attempt.
+func (p *Producer) choose(out *outgoing, queues []MessageQueue, lastBroker string) (MessageQueue, error) {
+	if p.selector != nil {
+		return p.selector.Select(out.first, queues, lastBroker)
+	}
+	if out.sharding {
+		// Order matters more than availability: always the key's queue.
+		return p.defSel.Select(out.first, queues, "")
+	}
+	return p.defSel.Select(out.first, p.faults.filter(queues), lastBroker)
+}
+
+// retryable says whether a failed attempt may be retried, and whether the
+// broker should be avoided for a while.
+func retryable(err error) (retry, avoid bool) {
+	if isTransportErr(err) {
+		return true, true
+	}
+	switch responseCode(err) {
+	case remoting.TopicNotExist, remoting.ServiceNotAvailable, remoting.SystemError, remoting.NoPermission:
+		return true, false
+	case remoting.SystemBusy:
+		return true, false
+	}
+	return false, false
+}
+
+// busyBackoff is the wait before retry n (0-based) after SYSTEM_BUSY.
+func busyBackoff(n int) time.Duration {
+	d := busyBackoffBase << n
+	if d > busyBackoffMax || d <= 0 {
+		d = busyBackoffMax
+	}
+	return d
+}
+
+// send runs the attempts of one send: up to 1+retry, each with its own
+// timeout, a failed broker avoided on the next attempt.
+func (p *Producer) send(ctx context.Context, out *outgoing, oneway bool) (*SendResult, error) {
+	if !p.c.running() {
+		return nil, ErrNotStarted
+	}
+	attempts := 1 + p.c.o.retry
+	var lastErr error
+	lastBroker := ""
+	busy := 0
+	for i := 0; i < attempts; i++ {
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("%w (last attempt: %w)", err, lastErr)
+			}
+			return nil, err
+		}
+		queues, err := p.publishQueues(ctx, out.topic)
+		if err != nil {
+			return nil, err
+		}
+		q, err := p.choose(out, queues, lastBroker)
+		if err != nil {
+			return nil, err
+		}
+		res, err := p.sendTo(ctx, out, q, oneway)
+		if err == nil {
+			p.faults.clear(q.BrokerName)
+			return res, nil
+		}
+		lastErr, lastBroker = err, q.BrokerName
+		retry, avoid := retryable(err)
+		if avoid && ctx.Err() == nil { // the caller giving up is not the broker's fault
+			p.faults.mark(q.BrokerName)
+		}
+		p.c.log.WithFields(logrus.Fields{"topic": out.topic, "broker": q.BrokerName, "attempt": i + 1, "err": err}).Debug("send attempt failed")
+		if !retry {
+			return nil, err
+		}
+		if responseCode(err) == remoting.TopicNotExist {
+			p.c.forgetRoute(out.topic)
+		}
+		if responseCode(err) == remoting.SystemBusy {
+			t := time.NewTimer(busyBackoff(busy))
+			busy++
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	return nil, lastErr
+}
+
+// sendTo makes one attempt at queue q.
+func (p *Producer) sendTo(ctx context.Context, out *outgoing, q MessageQueue, oneway bool) (*SendResult, error) {
+	addr, err := p.c.findMaster(ctx, out.topic, q.BrokerName)
+	if err != nil {
+		return nil, err
+	}
+	req := p.request(out, q)
+	if oneway {
+		wctx, cancel := context.WithTimeout(ctx, p.c.o.sendTimeout)
+		defer cancel()
+		return nil, p.c.rc.InvokeOneway(wctx, addr, req)
+	}
+	resp, err := p.c.invoke(ctx, addr, req, p.c.o.sendTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return p.result(addr, out, q, resp)
+}
+
+// result turns a send response into a SendResult or an error.
+func (p *Producer) result(addr string, out *outgoing, q MessageQueue, resp *remoting.Command) (*SendResult, error) {
+	var status SendStatus
+	switch resp.ResponseCode() {
+	case remoting.Success:
+		status = SendOK
+	case remoting.FlushDiskTimeout:
+		status = SendFlushDiskTimeout
+	case remoting.FlushSlaveTimeout:
+		status = SendFlushSlaveTimeout
+	case remoting.SlaveNotAvailable:
+		status = SendSlaveNotAvailable
+	default:
+		return nil, brokerError(addr, resp)
+	}
+	var h protocol.SendMessageResponseHeader
+	if err := protocol.DecodeHeader(resp.ExtFields, &h); err != nil {
+		return nil, fmt.Errorf("client: send response from %s: %w", addr, err)
+	}
+	q.Topic = p.c.unwrapName(q.Topic)
+	q.QueueID = h.QueueID
+	return &SendResult{
+		Status:        status,
+		MsgID:         out.msgIDs,
+		OffsetMsgID:   h.MsgID,
+		Queue:         q,
+		QueueOffset:   h.QueueOffset,
+		TransactionID: h.TransactionID,
+		RegionID:      h.MsgRegion,
+		TraceOn:       h.TraceOn == "true",
+	}, nil
+}
+
+// SendSync sends msgs and waits for the broker: one message, or several of
+// one topic as a single batch. A failed attempt is retried (WithRetry) on
+// another broker when there is one.
+func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult, error) {
+	out, err := p.prepare(msgs, 0)
+	if err != nil {
+		return nil, err
+	}
+	return p.send(ctx, out, false)
+}
+
+// SendAsync sends msgs in the background and calls cb with the outcome, on a
+// goroutine the producer owns. It returns an error (and never calls cb) when
+// the messages are invalid, the producer is not running, or ctx ends while
+// waiting for one of the WithMaxAsyncInFlight slots. Retries apply as for
+// SendSync; ctx bounds them.
+func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *SendResult, error), msgs ...*Message) error {
+	out, err := p.prepare(msgs, 0)
+	if err != nil {
+		return err
+	}
+	if !p.c.running() {
+		return ErrNotStarted
+	}
+	select {
+	case p.asyncSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.c.stopCh:
+		return ErrNotStarted
+	}
+	if !p.c.running() {
+		<-p.asyncSem
+		return ErrNotStarted
+	}
+	go func() {
+		defer func() { <-p.asyncSem }()
+		res, err := p.send(ctx, out, false)
+		cb(ctx, res, err)
+	}()
+	return nil
+}
+
+// SendOneWay sends msgs without waiting for the broker's answer: fastest,
+// and a lost message goes unnoticed. Only failures to reach a broker are
+// retried.
+func (p *Producer) SendOneWay(ctx context.Context, msgs ...*Message) error {
+	out, err := p.prepare(msgs, 0)
+	if err != nil {
+		return err
+	}
+	_, err = p.send(ctx, out, true)
+	return err
+}
+
+// Queues returns the writable queues of topic, for a custom selector or a
+// ManualSelector.
+func (p *Producer) Queues(ctx context.Context, topic string) ([]MessageQueue, error) {
+	qs, err := p.publishQueues(ctx, p.c.wrapName(topic))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MessageQueue, len(qs))
+	for i, q := range qs {
+		q.Topic = p.c.unwrapName(q.Topic)
+		out[i] = q
+	}
+	return out, nil
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// command is one mqadmin subcommand.
+type command struct {
+	name string
+	desc string
+	opts []option // its own options, in Java's declaration order
+	run  func(e *env) error
+	// needOneOf names options of which at least one must be given (Java's
+	// required OptionGroup, or commands that print help without -b/-c).
+	needOneOf []string
+}
+
+// option is one command-line option, as commons-cli declares it.
+type option struct {
+	short    string
+	long     string
+	hasArg   bool
+	required bool
+	desc     string
+}
+
+// globalOptions every command accepts (ServerUtil.buildCommandlineOptions).
+var globalOptions = []option{
+	{short: "h", long: "help", desc: "Print help"},
+	{short: "n", long: "namesrvAddr", hasArg: true, desc: "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"},
+}
+
+// values are parsed options by short name.
+type values map[string]string
+
+func (v values) has(short string) bool { _, ok := v[short]; return ok }
+
+func (v values) get(short string) string { return strings.TrimSpace(v[short]) }
+
+// int returns an integer option, or def when absent.
+func (v values) int(short string, def int64) (int64, error) {
+	if !v.has(short) {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v.get(short), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: option -%s wants an integer, got %q", errUsage, short, v.get(short))
+	}
+	return n, nil
+}
+
+// bool parses a true/false option as Java's Boolean.parseBoolean does:
+// anything but "true" (any case) is false.
+func (v values) bool(short string, def bool) bool {
+	if !v.has(short) {
+		return def
+	}
+	return strings.EqualFold(v.get(short), "true")
+}
+
+func (c *command) allOptions() []option {
+	return append(append([]option{}, c.opts...), globalOptions...)
+}
+
+func (c *command) lookup(name string, long bool) (option, bool) {
+	for _, o := range c.allOptions() {
+		if (!long && o.short == name) || (long && o.long == name) {
+			return o, true
+		}
+	}
+	return option{}, false
+}
+
+// parse reads args the way commons-cli's PosixParser does for the forms
+// operators type: "-t T", "-tT", "--topic T", "--topic=T", and flags
+// without a value ("-c", "--clusterModel").
+func (c *command) parse(args []string) (values, error) {
+	vals := values{}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		var name, inline string
+		var long, hasInline bool
+		switch {
+		case strings.HasPrefix(arg, "--") && len(arg) > 2:
+			long = true
+			name, inline, hasInline = strings.Cut(arg[2:], "=")
+		case strings.HasPrefix(arg, "-") && len(arg) > 1:
+			name = arg[1:2]
+			if len(arg) > 2 {
+				inline, hasInline = arg[2:], true
+			}
+		default:
+			return nil, fmt.Errorf("Unrecognized argument: %s", arg)
+		}
+		o, ok := c.lookup(name, long)
+		if !ok {
+			return nil, fmt.Errorf("Unrecognized option: %s", arg)
+		}
+		if !o.hasArg {
+			if hasInline {
+				return nil, fmt.Errorf("Unrecognized option: %s", arg)
+			}
+			vals[o.short] = ""
+			continue
+		}
+		if hasInline {
+			vals[o.short] = inline
+			continue
+		}
+		if i+1 >= len(args) {
+			return nil, fmt.Errorf("Missing argument for option: %s", o.short)
+		}
+		i++
+		vals[o.short] = args[i]
+	}
+	if vals.has("h") {
+		return vals, nil
+	}
+	var missing []string
+	for _, o := range c.opts {
+		if o.required && !vals.has(o.short) {
+			missing = append(missing, o.short)
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return nil, fmt.Errorf("Missing required option: %s", missing[0])
+	default:
+		return nil, fmt.Errorf("Missing required options: %s", strings.Join(missing, ", "))
+	}
+	if len(c.needOneOf) > 0 {
+		found := false
+		for _, s := range c.needOneOf {
+			found = found || vals.has(s)
+		}
+		if !found {
+			return nil, fmt.Errorf("Missing required option: one of -%s", strings.Join(c.needOneOf, ", -"))
+		}
+	}
+	return vals, nil
+}
+
+// printUsage prints the options the way commons-cli's HelpFormatter lays
+// them out: a usage line, then one line per option sorted by short name.
+func (c *command) printUsage(w io.Writer) {
+	opts := c.allOptions()
+	sort.Slice(opts, func(i, j int) bool { return strings.ToLower(opts[i].short) < strings.ToLower(opts[j].short) })
+	var b strings.Builder
+	b.WriteString("usage: mqadmin " + c.name)
+	for _, o := range opts {
+		s := "-" + o.short
+		if o.hasArg {
+			s += " <arg>"
+		}
+		if !o.required {
+			s = "[" + s + "]"
+		}
+		b.WriteString(" " + s)
+	}
+	fmt.Fprintln(w, b.String())
+	width := 0
+	lefts := make([]string, len(opts))
+	for i, o := range opts {
+		lefts[i] = " -" + o.short + ",--" + o.long
+		if o.hasArg {
+			lefts[i] += " <arg>"
+		}
+		width = max(width, len(lefts[i]))
+	}
+	for i, o := range opts {
+		fmt.Fprintf(w, "%-*s   %s\n", width, lefts[i], o.desc)
+	}
+}
+
+// allCommands lists the commands in Java's registration order
+// (MQAdminStartup.initCommand).
+func allCommands() []*command {
+	return []*command{
+		updateTopicCmd(),
+		deleteTopicCmd(),
+		updateSubGroupCmd(),
+		deleteSubGroupCmd(),
+		updateBrokerConfigCmd(),
+		updateTopicPermCmd(),
+		topicRouteCmd(),
+		topicStatusCmd(),
+		topicClusterListCmd(),
+		brokerStatusCmd(),
+		queryMsgByIDCmd(),
+		queryMsgByKeyCmd(),
+		queryMsgByUniqueKeyCmd(),
+		queryMsgByOffsetCmd(),
+		consumerConnectionCmd(),
+		consumerProgressCmd(),
+		clusterListCmd(),
+		topicListCmd(),
+		updateKvConfigCmd(),
+		deleteKvConfigCmd(),
+		resetOffsetByTimeCmd(),
+		skipAccumulatedMessageCmd(),
+		updateOrderConfCmd(),
+		getNamesrvConfigCmd(),
+		updateNamesrvConfigCmd(),
+		getBrokerConfigCmd(),
+		getConsumerConfigCmd(),
+		sendMessageCmd(),
+	}
+}
+
+// front returns s cut to at most n runes (UtilAll.frontStringAtLeast).
+func front(s string, n int) string {
+	r := []rune(s)
+	if len(r) > n {
+		return string(r[:n])
+	}
+	return s
+}

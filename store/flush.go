@@ -162,7 +162,11 @@ func (fs *flushService) flushAndMark(leastPages int) error {
 func (fs *flushService) asyncFlushLoop() {
 	defer close(fs.done)
 	cfg := fs.cl.cfg
-	t := time.NewTicker(cfg.FlushIntervalCommitLog)
+	interval := cfg.FlushIntervalCommitLog
+	if interval <= 0 {
+		interval = 500 * time.Millisecond // RocketMQ's default; a ticker cannot take <= 0
+	}
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	lastThorough := time.Now()
 	for {

@@ -164,3 +164,12 @@ func TestStorePutMessageAsync(t *testing.T) {
 	assert.Equal(t, ServiceNotAvailable, r.Status)
 	assert.ErrorIs(t, r.Err, ErrShutdown)
 }
+
+// A zero flush interval (a broker.conf typo) must not panic the flush loop.
+func TestAsyncFlushLoopSurvivesZeroInterval(t *testing.T) {
+	cfg := clTestConfig(t, AsyncFlush)
+	cfg.FlushIntervalCommitLog = 0
+	cl := mustOpenCommitLog(t, cfg, nil, true, nil)
+	r := cl.PutMessage(context.Background(), clMsg("Z", 0, []byte("x"), nil))
+	require.Equal(t, PutOK, r.Status)
+}

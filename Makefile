@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 DATA    ?= $(CURDIR)/data
 
-.PHONY: all build run test race lint fuzz bench clean
+.PHONY: all build run test race lint fuzz bench bench-matrix clean
 
 all: build
 
@@ -28,6 +28,9 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+bench-matrix:
+	scripts/bench.sh $(BENCH_OUT)
 
 clean:
 	rm -rf $(BIN)

@@ -161,6 +161,7 @@ func (b *Broker) registerProcessors() {
 	registerConsumeProcessors(b)
 	b.registerSendBackProcessor()
 	b.registerTransactionProcessor()
+	b.registerResetOffsetProcessor()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,

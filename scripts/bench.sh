@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Runs the standard benchmark matrix (make bench-matrix) on loopback and
+# prints one table:
+#
+#   scripts/bench.sh [OUT_DIR]
+#
+# A nameserver and a broker start on a temporary store (ASYNC_FLUSH), then:
+# 1 KiB sync sends with 1, 4, 16 and 64 senders; async sends; batched sends;
+# consume catch-up of CATCHUP stored messages; publish-to-receive latency at
+# 5,000 msgs/s. The broker is then restarted on a fresh SYNC_FLUSH store for
+# 64 sync senders (group commit). Every run is bounded by `timeout`; the
+# whole matrix takes about 12*DUR + 90 s (under 5 minutes at the default).
+#
+# Environment:
+#   BIN       directory with mqnamesrv, mqbroker, mqbench (default: built
+#             into a temporary directory from this checkout)
+#   DUR       seconds per send run (default 10)
+#   CATCHUP   messages for the catch-up run (default 1000000)
+#   CASES     space-separated subset of case names to run (default: all)
+#   MAX_SECONDS  the whole matrix's time budget (default 570): each run's
+#             timeout is cut to what is left, and runs that no longer fit
+#             are reported as SKIPPED
+#   PPROF     1: start the broker with -pprof and take a CPU profile of each
+#             run into OUT_DIR/profiles/<case>.pprof (the tool's own:
+#             <case>.mqbench.pprof)
+#   BROKER_CONF   extra broker.conf lines (key=value, newline-separated)
+#   NAMESRV_PORT, BROKER_PORT, PPROF_PORT   loopback ports (19876, 20911, 16060)
+# Logs, per-run outputs and table.txt go to OUT_DIR (default: a temp dir,
+# printed at the end). Scratch stores are deleted on exit.
+set -euo pipefail
+
+DUR=${DUR:-10}
+CATCHUP=${CATCHUP:-1000000}
+NS_PORT=${NAMESRV_PORT:-19876}
+BROKER_PORT=${BROKER_PORT:-20911}
+PPROF_PORT=${PPROF_PORT:-16060}
+PPROF=${PPROF:-0}
+BUDGET_END=$((SECONDS + ${MAX_SECONDS:-570}))
+CASES=${CASES:-"sync-w1 sync-w4 sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64"}
+OUT=${1:-$(mktemp -d /tmp/mqbench.XXXXXX)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SCRATCH=$(mktemp -d /tmp/mqbench-store.XXXXXX)
+
+if [[ -z "${BIN:-}" ]]; then
+	BIN="$SCRATCH/bin"
+	echo "bench.sh: building into $BIN" >&2
+	(cd "$(dirname "$0")/.." && go build -o "$BIN/" ./cmd/mqnamesrv ./cmd/mqbroker ./cmd/mqbench)
+fi
+for b in mqnamesrv mqbroker mqbench; do
+	[[ -x "$BIN/$b" ]] || { echo "bench.sh: $BIN/$b not found" >&2; exit 1; }
+done
+
+NS=127.0.0.1:$NS_PORT
+TICK=$(getconf CLK_TCK)
+ns_pid=""
+broker_pid=""
+sampler_pid=""
+
+stop_pid() { # PID: SIGTERM, then wait up to 30 s, then SIGKILL
+	local pid=$1
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 300); do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+cleanup() {
+	stop_pid "$sampler_pid"
+	stop_pid "$broker_pid"
+	stop_pid "$ns_pid"
+	rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+wait_port() { # PORT PID NAME
+	for _ in $(seq 150); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		kill -0 "$2" 2>/dev/null || { echo "bench.sh: $3 exited during start (see $OUT/$3.log)" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "bench.sh: $3 not listening on 127.0.0.1:$1 after 15 s" >&2
+	return 1
+}
+
+start_namesrv() {
+	cat >"$SCRATCH/namesrv.conf" <<CONF
+bindAddress=127.0.0.1
+listenPort=$NS_PORT
+kvConfigPath=$SCRATCH/namesrv/kvConfig.json
+CONF
+	"$BIN/mqnamesrv" -c "$SCRATCH/namesrv.conf" -log-level warn >"$OUT/mqnamesrv.log" 2>&1 &
+	ns_pid=$!
+	wait_port "$NS_PORT" "$ns_pid" mqnamesrv
+}
+
+start_broker() { # FLUSH_DISK_TYPE: a fresh store each time
+	local flush=$1 store="$SCRATCH/store-$1" extra=()
+	rm -rf "$store"
+	cat >"$SCRATCH/broker.conf" <<CONF
+brokerClusterName=BenchCluster
+brokerName=bench-a
+brokerId=0
+namesrvAddr=$NS
+brokerIP1=127.0.0.1
+bindAddress=127.0.0.1
+listenPort=$BROKER_PORT
+storePathRootDir=$store
+flushDiskType=$flush
+autoCreateTopicEnable=true
+defaultTopicQueueNums=8
+${BROKER_CONF:-}
+CONF
+	[[ "$PPROF" == 1 ]] && extra=(-pprof "127.0.0.1:$PPROF_PORT")
+	"$BIN/mqbroker" -c "$SCRATCH/broker.conf" -log-level warn "${extra[@]}" >>"$OUT/mqbroker.log" 2>&1 &
+	broker_pid=$!
+	wait_port "$BROKER_PORT" "$broker_pid" mqbroker
+}
+
+machine_ticks() { # -> "total idle iowait" of all CPUs, from /proc/stat
+	awk '/^cpu /{t=0; for (i = 2; i <= NF; i++) t += $i; print t, $5, $6}' /proc/stat
+}
+
+cpu_stall_us() { # -> microseconds some task waited for a CPU (PSI), 0 if unknown
+	awk '/^some/{for (i = 1; i <= NF; i++) if ($i ~ /^total=/) {sub("total=", "", $i); print $i}}' /proc/pressure/cpu 2>/dev/null || echo 0
+}
+
+cpu_ticks() { # PID -> utime+stime in clock ticks
+	awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# sample_rss PID FILE: the largest anonymous RSS (kB) seen, once a second.
+# Mapped store files are page cache (RssFile), not the broker's own memory.
+sample_rss() {
+	local max=0 v
+	while kill -0 "$1" 2>/dev/null; do
+		v=$(awk '/^RssAnon:/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0)
+		((v > max)) && max=$v && echo "$max" >"$2"
+		sleep 1
+	done
+}
+
+ROWS=()
+# run_case NAME TARGET MQBENCH_ARGS...: one bounded mqbench run, one table row.
+run_case() {
+	local name=$1 target=$2
+	shift 2
+	local log="$OUT/$name.out" t0 t1 m0 m1 s0 s1 w0 w1 prof_pid="" toolprof=()
+	local left=$((BUDGET_END - SECONDS)) limit=$((DUR + 120))
+	if ((left < 15)); then
+		echo "== $name: skipped, the matrix's time budget is spent" >&2
+		ROWS+=("$(printf "%-14s %10s" "$name" SKIPPED)")
+		return 0
+	fi
+	((limit > left - 5)) && limit=$((left - 5))
+	echo "== $name: mqbench $*" >&2
+	echo 0 >"$SCRATCH/rss"
+	sample_rss "$broker_pid" "$SCRATCH/rss" &
+	sampler_pid=$!
+	if [[ "$PPROF" == 1 && "$name" != catchup-fill ]]; then
+		mkdir -p "$OUT/profiles"
+		local secs=$((DUR > 4 ? DUR - 2 : 2))
+		(sleep 2; curl -s -o "$OUT/profiles/$name.pprof" \
+			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$secs") &
+		prof_pid=$!
+		toolprof=(--cpuprofile "$OUT/profiles/$name.mqbench.pprof")
+	fi
+	t0=$(cpu_ticks "$broker_pid")
+	m0=$(machine_ticks)
+	s0=$(cpu_stall_us)
+	w0=$(date +%s.%N)
+	timeout --signal=INT --kill-after=5 "$limit" "$BIN/mqbench" "$@" -n "$NS" "${toolprof[@]}" >"$log" 2>"$OUT/$name.err" || true
+	w1=$(date +%s.%N)
+	t1=$(cpu_ticks "$broker_pid")
+	m1=$(machine_ticks)
+	s1=$(cpu_stall_us)
+	[[ -n "$prof_pid" ]] && wait "$prof_pid" 2>/dev/null || true
+	stop_pid "$sampler_pid"
+	sampler_pid=""
+	local bcpu rss idle
+	# Machine-wide idle and iowait over the run: with no idle CPU the cores
+	# were the limit (other processes included), with high iowait the disk.
+	idle=$(echo "$m0 $m1" | awk '{d = $4 - $1; if (d <= 0) d = 1; printf "%.0f/%.0f", ($5-$2)/d*100, ($6-$3)/d*100}')
+	# CPU pressure: the share of the run during which some runnable task
+	# waited for a core (Linux PSI); high values mean queueing on the CPUs.
+	stall=$(awk -v a="${s0:-0}" -v b="${s1:-0}" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f%%", (b-a)/1e6/(w1-w0)*100}')
+	bcpu=$(awk -v a="$t0" -v b="$t1" -v t="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f", (b-a)/t/(w1-w0)*100}')
+	rss=$(awk '{printf "%.0f", $1/1024}' "$SCRATCH/rss")
+	ROWS+=("$(awk -v name="$name" -v target="$target" -v bcpu="$bcpu" -v rss="$rss" -v idle="$idle" -v stall="$stall" '
+		/^\[Complete\] Send Total:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "TPS:") tps = $(i+1)
+				if ($i == "Average" && $(i+1) == "RT(ms):") avg = $(i+2)
+				if ($i == "Failed:") fail += $(i+1)
+			}
+		}
+		/^\[Complete\] Consume Total:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "TPS:") tps = $(i+1)
+				if ($i == "Average(S2C)") avg = $(i+2)
+			}
+			p99 = "-"; p999 = "-"
+		}
+		/^\[Complete\] Send Total:.*Receive Total:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "Lost:") fail = $(i+1)
+				if ($i == "Average" && $(i+1) == "E2E(ms):") avg = $(i+2)
+			}
+			tps = "-"
+		}
+		/^p50\/p99\/p999/ { p99 = $(NF-1); p999 = $NF }
+		/^\[CPU\]/ { for (i = 1; i <= NF; i++) if ($i == "core,") tool = $(i-3) }
+		END {
+			if (tps == "") tps = "FAILED"
+			printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n", name, tps, avg, p99, p999, fail+0, tool, bcpu "%", rss, idle, stall, target
+		}' "$log")")
+	tail -n 3 "$log" >&2
+}
+
+want() { [[ " $CASES " == *" $1 "* ]]; }
+
+start_namesrv
+start_broker ASYNC_FLUSH
+M=(producer -s 1024 -d "${DUR}s" --queues 8)
+want sync-w1 && run_case sync-w1 ">=12000" "${M[@]}" -t BenchSync1 -w 1
+want sync-w4 && run_case sync-w4 ">=35000" "${M[@]}" -t BenchSync4 -w 4
+want sync-w16 && run_case sync-w16 ">=60000" "${M[@]}" -t BenchSync16 -w 16
+want sync-w64 && run_case sync-w64 ">=60000" "${M[@]}" -t BenchSync64 -w 64
+want async-w16 && run_case async-w16 ">=150000" "${M[@]}" -t BenchAsync -w 16 --mode async --inflight 2048
+want batch32-w16 && run_case batch32-w16 ">=150000" "${M[@]}" -t BenchBatch -w 16 --batch 32
+if want catchup; then
+	run_case catchup-fill "(fill)" producer -s 1024 -d 180s --queues 8 -t BenchCatchup -w 8 --batch 64 --count "$CATCHUP"
+	run_case catchup ">=400000" consumer -t BenchCatchup --from first --count "$CATCHUP" -d 120s --idle 10s
+fi
+want latency-5k && run_case latency-5k "p99<=2ms" latency -t BenchLatency --rate 5000 -d "${DUR}s"
+if want syncflush-w64; then
+	stop_pid "$broker_pid"
+	start_broker SYNC_FLUSH
+	run_case syncflush-w64 ">=15000" "${M[@]}" -t BenchSyncFlush -w 64
+fi
+
+{
+	echo "mqbench matrix: $(date -u '+%Y-%m-%d %H:%M:%S') UTC, $(nproc) cores, ${DUR}s per send run, 1 KiB bodies"
+	printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n" case "msgs/s" "avg(ms)" "p99(ms)" "p999(ms)" failed "tool%" broker% "rssMiB" "idle/io%" "stall" target
+	printf '%s\n' "${ROWS[@]}"
+	echo "avg = send RT (sync/async/batch), store-to-consume (catchup), publish-to-receive (latency);"
+	echo "tool% = mqbench CPU as % of one core; broker% = broker CPU as % of one core; rssMiB = broker peak RssAnon;"
+	echo "idle/io% = whole machine idle and iowait % over the run (other processes share it);"
+	echo "stall = share of the run some runnable task waited for a CPU (/proc/pressure/cpu)"
+} | tee "$OUT/table.txt"
+echo "bench.sh: outputs in $OUT" >&2

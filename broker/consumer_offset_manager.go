@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // ErrBadOffsetFile is returned when consumerOffset.json exists but does not
@@ -80,7 +77,7 @@ func (m *ConsumerOffsetManager) Restore(data []byte) error {
 	var f offsetFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		if err2 := json.Unmarshal(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &f); err2 != nil {
-			return fmt.Errorf("%w: %s: %v", ErrBadOffsetFile, m.path, err)
+			return fmt.Errorf("%w: %s: %w", ErrBadOffsetFile, m.path, err)
 		}
 	}
 	table := make(map[string]map[int32]int64, len(f.OffsetTable))
@@ -153,10 +150,7 @@ func (m *ConsumerOffsetManager) Persist() error {
 			return nil
 		}
 	}
-	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
-		return fmt.Errorf("broker: create config dir for %s: %w", m.path, err)
-	}
-	if err := store.WriteFileAtomic(m.path, data, 0o644); err != nil {
+	if err := writeMetadataFile(m.path, "consumer offsets", data); err != nil {
 		return err
 	}
 	m.persisted = version

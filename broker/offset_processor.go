@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	"github.com/gorocketmq/gorocketmq/remoting"
@@ -60,7 +61,11 @@ func (cs *consumeState) processQueryConsumerOffset(_ *remoting.Conn, req *remoti
 }
 
 // processUpdateConsumerOffset stores a group's offset (UPDATE_CONSUMER_OFFSET;
-// the Go client sends it every 5 s per queue and does not wait).
+// the Go client sends it every 5 s per queue and does not wait). The names
+// must be valid (a topic with '@' would corrupt the topic@group keys of the
+// table and of consumerOffset.json, and unbounded names would grow them)
+// and, for a topic this broker has, the queue must be one of its queues.
+// A topic the broker does not have is accepted, as RocketMQ 4 does.
 func (cs *consumeState) processUpdateConsumerOffset(_ *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	var h protocol.UpdateConsumerOffsetRequestHeader
 	if err := protocol.DecodeHeader(req.ExtFields, &h); err != nil {
@@ -68,6 +73,16 @@ func (cs *consumeState) processUpdateConsumerOffset(_ *remoting.Conn, req *remot
 	}
 	if h.QueueID < 0 || h.CommitOffset < 0 {
 		return remoting.NewResponse(req, remoting.SystemError, "queueId and commitOffset must not be negative"), nil
+	}
+	if err := validateGroupName(h.ConsumerGroup); err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error()), nil
+	}
+	if err := ValidateTopic(h.Topic); err != nil {
+		return remoting.NewResponse(req, remoting.SystemError, err.Error()), nil
+	}
+	if tc := cs.b.topics.Get(h.Topic); tc != nil && h.QueueID >= max(tc.ReadQueueNums, tc.WriteQueueNums) {
+		return remoting.NewResponse(req, remoting.SystemError, fmt.Sprintf("queueId[%d] is illegal: topic[%s] has %d read and %d write queues",
+			h.QueueID, h.Topic, tc.ReadQueueNums, tc.WriteQueueNums)), nil
 	}
 	cs.offsets.Commit(h.ConsumerGroup, h.Topic, h.QueueID, h.CommitOffset)
 	return remoting.NewResponse(req, remoting.Success, ""), nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,35 @@ func TestOffsetsAndGroupsPersistAcrossRestart(t *testing.T) {
 	assert.Equal(t, int64(10), bcOffset(t, bcQueryOffset(t, cl, addr2, "cg", "PR", 1)))
 	assert.NotNil(t, b2.consume.groups.Get("cg"), "the auto-created group was persisted")
 	assert.NotNil(t, b2.topics.Get("%RETRY%cg"), "the retry topic was persisted")
+}
+
+// TestUpdateConsumerOffsetRefusesBadNames: a commit with a topic holding
+// '@' (the table's key separator) or an over-long name, or for a queue
+// beyond the topic's, is refused and stores nothing; it used to be stored
+// under a key that splits into another topic and group.
+func TestUpdateConsumerOffsetRefusesBadNames(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b := bcStartBroker(t, nil)
+	bcCreateTopic(t, b, "UO", 2)
+	cl := baClient(t)
+	addr := b.Addr()
+	update := func(group, topic string, queueID int32) *remoting.Command {
+		return baInvoke(t, cl, addr, bcReq(remoting.UpdateConsumerOffset,
+			&protocol.UpdateConsumerOffsetRequestHeader{ConsumerGroup: group, Topic: topic, QueueID: queueID, CommitOffset: 7}, nil))
+	}
+	for _, tc := range []struct {
+		name, group, topic string
+		queueID            int32
+	}{
+		{"topic with the key separator", "g", "UO@x", 0},
+		{"over-long topic", "g", strings.Repeat("t", 200), 0},
+		{"over-long group", strings.Repeat("g", 300), "UO", 0},
+		{"queue beyond the topic", "g", "UO", 2},
+	} {
+		resp := update(tc.group, tc.topic, tc.queueID)
+		assert.Equal(t, int32(remoting.SystemError), resp.Code, "%s: %s", tc.name, resp.Remark)
+	}
+	assert.Empty(t, b.consume.offsets.GroupsOfTopic("UO"), "nothing stored by a refused commit")
+	bcUpdateOffset(t, cl, addr, "g", "UO", 1, 7)
+	assert.Equal(t, []string{"g"}, b.consume.offsets.GroupsOfTopic("UO"))
 }

@@ -31,6 +31,10 @@ const (
 	scheduleBatch = 32
 )
 
+// maxScheduleQueues bounds the SCHEDULE_TOPIC_XXXX queues looked at: one
+// per level, and conf allows at most 1024 levels.
+const maxScheduleQueues = 1024
+
 // delayOffsetFile is the schedule progress file under <root>/config.
 const delayOffsetFile = "delayOffset.json"
 
@@ -65,11 +69,10 @@ type scheduleService struct {
 	dirty   bool
 
 	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	serviceLoops
 
 	loaded bool // set by start before the loop runs; read by shutdown after it stopped
+	queues int  // schedule queues served: the levels, or more (load); set before the loop runs
 }
 
 // newScheduleService builds the service from the broker config (validated,
@@ -88,7 +91,8 @@ func newScheduleService(b *Broker) (*scheduleService, error) {
 		now:     time.Now,
 		offsets: make(map[int32]int64),
 		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
+
+		serviceLoops: serviceLoops{stop: make(chan struct{})},
 	}, nil
 }
 
@@ -125,7 +129,21 @@ func (s *scheduleService) load() error {
 		}
 	}
 	st := s.b.store
-	for i := range s.levels {
+	// Queues of levels no longer configured (messageDelayLevel shortened
+	// while messages waited there) are still served: their messages carry
+	// their delivery time (TIMER_OUT_MS), and were otherwise never read
+	// again.
+	s.queues = len(s.levels)
+	for q := s.queues; q < maxScheduleQueues; q++ {
+		if st.MaxOffsetInQueue(ScheduleTopic, int32(q)) > 0 {
+			s.queues = q + 1
+		}
+	}
+	if s.queues > len(s.levels) {
+		s.log.WithFields(logrus.Fields{"levels": len(s.levels), "queues": s.queues}).
+			Warn("SCHEDULE_TOPIC_XXXX has queues beyond messageDelayLevel: their messages are delivered at their recorded time")
+	}
+	for i := range s.queues {
 		level := int32(i + 1)
 		qid := level - 1
 		minOff, maxOff := st.MinOffsetInQueue(ScheduleTopic, qid), st.MaxOffsetInQueue(ScheduleTopic, qid)
@@ -159,18 +177,11 @@ func (s *scheduleService) persist(force bool) error {
 	}
 	s.dirty = false
 	s.mu.Unlock()
-	data, err := json.MarshalIndent(&t, "", "\t")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
-		return fmt.Errorf("broker: create %s: %w", filepath.Dir(s.path), err)
-	}
-	if err := store.WriteFileAtomic(s.path, data, 0o644); err != nil {
+	if err := writeMetadataJSON(s.path, "delay offsets", &t); err != nil {
 		s.mu.Lock()
 		s.dirty = true
 		s.mu.Unlock()
-		return fmt.Errorf("broker: persist delay offsets: %w", err)
+		return err
 	}
 	return nil
 }
@@ -180,18 +191,15 @@ func (s *scheduleService) start() error {
 	if err := s.load(); err != nil {
 		return err
 	}
-	s.wg.Add(2)
-	go s.scheduleLoop()
-	go s.persistLoop()
+	s.goLoop(s.scheduleLoop)
+	s.goLoop(s.persistLoop)
 	return nil
 }
 
 // shutdown stops the loops and writes the offsets a last time. Safe to
 // call twice and without start.
 func (s *scheduleService) shutdown() {
-	s.once.Do(func() {
-		close(s.stop)
-		s.wg.Wait()
+	s.stopLoops(func() {
 		if err := s.persist(true); err != nil {
 			s.log.WithError(err).Error("persist delay offsets at shutdown")
 		}
@@ -206,7 +214,6 @@ func (s *scheduleService) Offset(level int32) int64 {
 }
 
 func (s *scheduleService) persistLoop() {
-	defer s.wg.Done()
 	t := time.NewTicker(s.flush)
 	defer t.Stop()
 	for {
@@ -224,16 +231,15 @@ func (s *scheduleService) persistLoop() {
 // scheduleLoop delivers due messages level by level and sleeps until the
 // earliest head is due, a put signals, or the poll interval passes.
 func (s *scheduleService) scheduleLoop() {
-	defer s.wg.Done()
 	// nextDue caches each level's head delivery time so a waiting head is
 	// not read again on every wake-up; 0 means unknown.
-	nextDue := make([]int64, len(s.levels))
+	nextDue := make([]int64, s.queues)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		now := s.now().UnixMilli()
 		wait := schedulePollInterval
-		for i := range s.levels {
+		for i := range s.queues {
 			if nextDue[i] > now {
 				wait = min(wait, time.Duration(nextDue[i]-now)*time.Millisecond)
 				continue
@@ -374,10 +380,26 @@ func (s *scheduleService) deliver(rec []byte, level int32) bool {
 	}
 	m.RemoveProperty(message.PropTimerOutMS)
 	res := s.b.store.PutMessage(context.Background(), m)
-	if !res.OK() {
+	switch {
+	case res.OK():
+		return true
+	case refusedForGood(res.Status):
+		// Retrying would hold every later message of the level behind this
+		// one for ever (RocketMQ 5 skips these statuses too).
+		s.log.WithFields(logrus.Fields{"level": level, "topic": m.Topic, "status": res.Status, "msgId": m.UniqKey(),
+			"scheduleOffset": m.CommitLogOffset}).WithError(res.Err).
+			Error("due delay message refused by the store for good (e.g. over a lowered maxMessageSize), skipped; it stays readable in " + ScheduleTopic)
+		return true
+	default:
 		s.log.WithFields(logrus.Fields{"level": level, "topic": m.Topic, "status": res.Status}).WithError(res.Err).
 			Warn("re-put of a due delay message failed, will retry")
 		return false
 	}
-	return true
+}
+
+// refusedForGood reports whether the store refused a put for what the
+// message is, so the same put can never succeed: a parked message being
+// delivered is then skipped instead of retried.
+func refusedForGood(st store.PutStatus) bool {
+	return st == store.MessageIllegal || st == store.PropertiesSizeExceeded
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,4 +278,58 @@ func TestDelayCrashRedeliversOnlySinceLastPersist(t *testing.T) {
 		assert.Equal(t, 1, counts["a"+strconv.Itoa(i)], "delivered before the last persist: never again")
 	}
 	assert.LessOrEqual(t, len(msgs), 40, "repeats bounded by what was delivered since the last persist")
+}
+
+// TestDelayLevelRemovedFromConfigStillDelivers: messageDelayLevel shortened
+// across a restart while messages wait in a removed level's queue. That
+// queue used to be read no more: its messages were never delivered. It is
+// served at the messages' recorded delivery times (corrected to now when
+// further off than the longest remaining level).
+func TestDelayLevelRemovedFromConfigStillDelivers(t *testing.T) {
+	baVerifyNoLeaks(t)
+	cfg := t5Config(t)
+	cfg.MessageDelayLevel = "100ms 1h"
+	b, cl := t5Start(t, cfg)
+	bcCreateTopic(t, b, "shrinkT", 1)
+	resp := t5Send(t, cl, b, "shrinkT", 0, "waiting", map[string]string{message.PropDelayTimeLevel: "2"})
+	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
+	t5WaitArrival(t, b, ScheduleTopic, 1, 1, 5*time.Second)
+	mustShutdownBroker(t, b)
+
+	cfg.MessageDelayLevel = "100ms"
+	b2 := MustStartBroker(t, cfg)
+	t5WaitArrival(t, b2, "shrinkT", 0, 1, 5*time.Second)
+	msgs := t5Read(t, b2, "shrinkT", 0)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "waiting", string(msgs[0].Body))
+	require.Eventually(t, func() bool { return b2.schedule.Offset(2) == 1 }, 5*time.Second, 5*time.Millisecond, "progress of the removed level is kept")
+}
+
+// TestDueMessagesRefusedForGoodAreSkipped: a parked message the store can
+// never take again (here: over a maxMessageSize lowered across a restart)
+// used to be retried for ever, holding every later message of its delay
+// level, or every later timer, behind it. It is skipped with an error log.
+func TestDueMessagesRefusedForGoodAreSkipped(t *testing.T) {
+	baVerifyNoLeaks(t)
+	cfg := t5Config(t)
+	cfg.MessageDelayLevel = "100ms 1s"
+	b, cl := t5Start(t, cfg)
+	bcCreateTopic(t, b, "skipT", 1)
+	big := strings.Repeat("x", 4096)
+	for _, props := range []map[string]string{{message.PropDelayTimeLevel: "2"}, {message.PropTimerDelayMS: "500"}} {
+		resp := t5Send(t, cl, b, "skipT", 0, big, props)
+		require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
+	}
+	mustShutdownBroker(t, b)
+
+	cfg.MaxMessageSize = 1024
+	b2, cl2 := t5Start(t, cfg)
+	for _, props := range []map[string]string{{message.PropDelayTimeLevel: "2"}, {message.PropTimerDelayMS: "1500"}} {
+		resp := t5Send(t, cl2, b2, "skipT", 0, "small", props)
+		require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
+	}
+	t5WaitArrival(t, b2, "skipT", 0, 2, 10*time.Second)
+	for _, m := range t5Read(t, b2, "skipT", 0) {
+		assert.Equal(t, "small", string(m.Body))
+	}
 }

@@ -342,7 +342,10 @@ func (b *Broker) sendBatch(c *remoting.Conn, req *remoting.Command, h *sendHeade
 		return respond(req, remoting.MessageIllegal, "batch request does not support retry group "+h.topic), nil
 	}
 	body, err := b.batchWithUniqKeys(req.Body)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrBatchDelay):
+		return respond(req, remoting.MessageIllegal, err.Error()), nil
+	case err != nil:
 		return respond(req, remoting.MessageIllegal, "the batch body is malformed: "+err.Error()), nil
 	}
 	batch := message.MessageExtBatch{MessageExt: *ext}
@@ -359,12 +362,29 @@ func (b *Broker) sendBatch(c *remoting.Conn, req *remoting.Command, h *sendHeade
 // buffer.
 const uniqKeyEntryLen = len(message.PropUniqKey) + 1 + 32 + 1
 
+// ErrBatchDelay means a batch member asks for a delay level or a delivery
+// time: batches are stored as they come (RocketMQ's clients refuse such a
+// batch; the Go client sends it), and silently delivering the member at
+// once would break what its sender relies on.
+var ErrBatchDelay = errors.New("broker: a batch message cannot carry a delay level or delivery time")
+
 // batchWithUniqKeys returns body unchanged when every member carries a
 // UNIQ_KEY, else a copy in which each member without one has a fresh id
-// appended to its properties.
+// appended to its properties. A member asking for a delay is refused
+// (ErrBatchDelay).
 func (b *Broker) batchWithUniqKeys(body []byte) ([]byte, error) {
 	missing := 0
 	err := message.WalkBatch(body, func(it message.BatchItem) error {
+		if v, ok := message.PropertyValue(it.Properties, message.PropDelayTimeLevel); ok {
+			if n, err := strconv.Atoi(string(v)); err == nil && n > 0 {
+				return fmt.Errorf("%w: %s=%d; send it alone", ErrBatchDelay, message.PropDelayTimeLevel, n)
+			}
+		}
+		for _, k := range timerProps {
+			if _, ok := message.PropertyValue(it.Properties, k); ok {
+				return fmt.Errorf("%w: %s; send it alone", ErrBatchDelay, k)
+			}
+		}
 		if _, ok := message.PropertyValue(it.Properties, message.PropUniqKey); !ok {
 			missing++
 		}

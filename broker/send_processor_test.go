@@ -264,3 +264,34 @@ func TestPutResultResponse(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchWithDelayedMemberIsRefused: the Go client sends a batch whose
+// members carry DELAY or a timer property; they used to be stored at once,
+// delivered without the delay asked for. The batch is refused, nothing
+// stored.
+func TestBatchWithDelayedMemberIsRefused(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b := MustStartBroker(t, testBrokerConfig(t))
+	cl := baClient(t)
+	require.Equal(t, int32(remoting.Success), baInvoke(t, cl, b.Addr(), createTopicReq("BatchDelay", 1, 1, 6)).Code)
+	for _, props := range []map[string]string{
+		{message.PropDelayTimeLevel: "3"},
+		{message.PropTimerDelaySec: "10"},
+		{message.PropTimerDeliverMS: "99999999999999"},
+	} {
+		body, err := message.AppendBatch(nil, []*message.Message{
+			{Body: []byte("now")},
+			{Body: []byte("later"), Properties: props},
+		})
+		require.NoError(t, err)
+		resp := baInvoke(t, cl, b.Addr(), sendReqV2(remoting.SendBatchMessage, "BatchDelay", 0, body, nil))
+		assert.Equal(t, int32(remoting.MessageIllegal), resp.Code, "%v: %s", props, resp.Remark)
+		assert.Contains(t, resp.Remark, "cannot carry a delay", "%v", props)
+	}
+	body, err := message.AppendBatch(nil, []*message.Message{{Body: []byte("a"), Properties: map[string]string{message.PropDelayTimeLevel: "0"}}, {Body: []byte("b")}})
+	require.NoError(t, err)
+	resp := baInvoke(t, cl, b.Addr(), sendReqV2(remoting.SendBatchMessage, "BatchDelay", 0, body, nil))
+	require.Equal(t, int32(remoting.Success), resp.Code, "DELAY=0 is no delay: %s", resp.Remark)
+	require.Eventually(t, func() bool { return b.Store().MaxOffsetInQueue("BatchDelay", 0) == 2 }, 5*time.Second, 5*time.Millisecond,
+		"only the batch without a delay was stored")
+}

@@ -73,6 +73,11 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *remoting.Command) (*remo
 	if err != nil {
 		return respond(req, remoting.SystemError, fmt.Sprintf("look message by offset failed, %d: no message starts at this commitlog offset", h.Offset)), nil
 	}
+	if isHoldingTopic(msg.Topic) {
+		// No consumer was ever given it: re-putting it would hand a
+		// consumer an uncommitted half message or a delayed message early.
+		return respond(req, remoting.SystemError, fmt.Sprintf("the message at commitlog offset %d is held in %s, not consumable: nothing to send back", h.Offset, msg.Topic)), nil
+	}
 	maxTimes := group.RetryMaxTimes
 	if h.MaxReconsumeTimes > 0 {
 		maxTimes = h.MaxReconsumeTimes
@@ -107,6 +112,16 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *remoting.Command) (*remo
 			"reconsumeTimes": msg.ReconsumeTimes, "peer": c.RemoteAddr()}).Info("message moved to the dead-letter queue")
 	}
 	return respond(req, remoting.Success, ""), nil
+}
+
+// isHoldingTopic reports whether topic holds messages no consumer may see
+// yet or ever (half messages, their ops, delayed and timer messages).
+func isHoldingTopic(topic string) bool {
+	switch topic {
+	case TransHalfTopic, TransOpHalfTopic, ScheduleTopic, TimerTopic:
+		return true
+	}
+	return false
 }
 
 // findGroup returns the group's config, creating it with the defaults when

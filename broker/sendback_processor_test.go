@@ -150,3 +150,22 @@ func TestRetryTopicSendGoesToDLQWhenExhausted(t *testing.T) {
 	assert.Equal(t, int64(1), b.store.MaxOffsetInQueue(ScheduleTopic, 2))
 	assert.Zero(t, b.store.MaxOffsetInQueue(ScheduleTopic, 3), "a dead letter is not delayed")
 }
+
+// TestSendBackRefusesHeldMessages: CONSUMER_SEND_MSG_BACK names a commitlog
+// offset, and one of a half message (or a parked delay message) used to be
+// re-put to %RETRY%<group>, delivering an uncommitted transaction to the
+// group's consumers. It is refused and nothing reaches the retry topic.
+func TestSendBackRefusesHeldMessages(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b, cl := t5Start(t, t5NoCheckConfig(t))
+	bcCreateTopic(t, b, "sbHeld", 1)
+	half := t5SendHalf(t, cl, b, "pgHeld", "sbHeld", "uncommitted", nil)
+	delayed := t5Offset(t, t5Send(t, cl, b, "sbHeld", 0, "later", map[string]string{message.PropDelayTimeLevel: "18"}))
+	for name, off := range map[string]int64{"half": half.clOffset, "delayed": delayed} {
+		back := t5SendBack(t, cl, b, "gHeld", off, 0, 0)
+		assert.Equal(t, int32(remoting.SystemError), back.Code, "%s: %s", name, back.Remark)
+		assert.Contains(t, back.Remark, "not consumable", name)
+	}
+	assert.Zero(t, b.store.MaxOffsetInQueue(protocol.RetryTopic("gHeld"), 0))
+	assert.Nil(t, b.topics.Get(protocol.RetryTopic("gHeld")))
+}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // Errors of the subscription group manager.
@@ -76,7 +74,7 @@ func (m *SubscriptionGroupManager) Load() error {
 	}
 	var w protocol.SubscriptionGroupWrapper
 	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrBadSubscriptionGroupFile, m.path, err)
+		return fmt.Errorf("%w: %s: %w", ErrBadSubscriptionGroupFile, m.path, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -115,10 +113,7 @@ func (m *SubscriptionGroupManager) Persist() error {
 	if err != nil {
 		return fmt.Errorf("broker: encode subscription groups: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
-		return fmt.Errorf("broker: create config dir for %s: %w", m.path, err)
-	}
-	return store.WriteFileAtomic(m.path, data, 0o644)
+	return writeMetadataFile(m.path, "subscription groups", data)
 }
 
 // Get returns the group's config or nil, never creating it.

@@ -46,23 +46,33 @@ type timerService struct {
 	wheel *timer.Wheel
 
 	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	serviceLoops
 
 	mu      sync.Mutex // guards pending (a copy of the wheel's count for readers)
 	pending int
 }
 
+// timerRollsPerRetention is how many roll windows fit in fileReservedTime
+// at least: a waiting message is stored anew every roll window, so its
+// newest copy is never old enough for retention to delete its file.
+const timerRollsPerRetention = 3
+
 func newTimerService(b *Broker) *timerService {
-	return &timerService{
+	t := &timerService{
 		b:    b,
 		log:  b.log.WithField("component", "timer"),
-		cfg:  timer.Config{Dir: filepath.Join(b.cfg.StorePathRootDir, timerDirName)},
 		now:  time.Now,
 		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
+
+		serviceLoops: serviceLoops{stop: make(chan struct{})},
 	}
+	reserved := time.Duration(b.cfg.FileReservedTime) * time.Hour
+	t.cfg = timer.Config{
+		Dir:        filepath.Join(b.cfg.StorePathRootDir, timerDirName),
+		RollWindow: min(timer.DefaultRollWindow, reserved/timerRollsPerRetention),
+		Roll:       t.reput,
+	}
+	return t
 }
 
 func (t *timerService) signal() {
@@ -80,17 +90,14 @@ func (t *timerService) start() error {
 	}
 	t.wheel = w
 	t.setPending(w.Pending())
-	t.wg.Add(1)
-	go t.timerLoop()
+	t.goLoop(t.timerLoop)
 	return nil
 }
 
 // shutdown stops timerLoop and closes the wheel (sync + checkpoint). Safe to
 // call twice and without start.
 func (t *timerService) shutdown() {
-	t.once.Do(func() {
-		close(t.stop)
-		t.wg.Wait()
+	t.stopLoops(func() {
 		if t.wheel != nil {
 			if err := t.wheel.Close(); err != nil {
 				t.log.WithError(err).Error("close timer wheel")
@@ -113,7 +120,6 @@ func (t *timerService) Pending() int {
 }
 
 func (t *timerService) timerLoop() {
-	defer t.wg.Done()
 	w := t.wheel
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -206,6 +212,36 @@ func (t *timerService) enqueue() {
 // errTimerRetry marks a delivery to try again.
 var errTimerRetry = errors.New("broker: timer delivery put failed")
 
+// putFailure describes a put that did not store, for a retry.
+func putFailure(what string, res store.PutResult) error {
+	if res.Err != nil {
+		return fmt.Errorf("%w: %s: %s: %w", errTimerRetry, what, res.Status, res.Err)
+	}
+	return fmt.Errorf("%w: %s: %s", errTimerRetry, what, res.Status)
+}
+
+// reput is the wheel's Roll: a message still more than a roll window from
+// its delivery time is stored again in the timer topic (same properties,
+// same TIMER_OUT_MS; enqueue reads the copy back into the wheel) and the
+// old unit is done. Commitlog retention deletes files by age whatever waits
+// in them, so without the copy a timer longer than fileReservedTime (7 days
+// allowed, 72 h kept by default) would lose its message; RocketMQ 5 re-puts
+// on roll for the same reason. A message that cannot be read is left to
+// the wheel (deliver reports it when due).
+func (t *timerService) reput(e timer.Entry) (bool, error) {
+	m, err := t.b.store.LookMessageByOffset(e.CommitLogOffset)
+	if err != nil || m.Topic != TimerTopic {
+		t.log.WithError(err).WithField("commitLogOffset", e.CommitLogOffset).Warn("timer message to roll cannot be read, rolled in place")
+		return false, nil
+	}
+	m.StoreHost = t.b.StoreHost()
+	m.SetProperty(message.PropWaitStoreMsgOK, "false")
+	if res := t.b.store.PutMessage(context.Background(), m); !res.OK() {
+		return false, putFailure("roll", res)
+	}
+	return true, nil
+}
+
 // deliver re-puts one due message to its real topic.
 func (t *timerService) deliver(e timer.Entry) error {
 	m, err := t.b.store.LookMessageByOffset(e.CommitLogOffset)
@@ -221,8 +257,15 @@ func (t *timerService) deliver(e timer.Entry) error {
 		m.RemoveProperty(k)
 	}
 	res := t.b.store.PutMessage(context.Background(), m)
-	if !res.OK() {
-		return fmt.Errorf("%w: %s: %w", errTimerRetry, res.Status, errors.Join(res.Err))
+	switch {
+	case res.OK():
+		return nil
+	case refusedForGood(res.Status):
+		// An error would stop every later timer behind this one for ever.
+		t.log.WithFields(logrus.Fields{"topic": m.Topic, "status": res.Status, "msgId": m.UniqKey(), "timerOffset": e.CommitLogOffset}).
+			WithError(res.Err).Error("due timer message refused by the store for good (e.g. over a lowered maxMessageSize), skipped; it stays readable in " + TimerTopic)
+		return nil
+	default:
+		return putFailure("delivery", res)
 	}
-	return nil
 }

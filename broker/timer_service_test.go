@@ -181,3 +181,35 @@ func TestTimerCrashLosesNothing(t *testing.T) {
 	}
 	assert.Equal(t, want, counts, "every timer message once: nothing lost, nothing repeated")
 }
+
+// TestTimerLongWaitIsStoredAnewEachRoll: a timer message waiting longer
+// than a roll window is stored again in the timer topic at each roll, so
+// commitlog retention (which deletes files by age) never takes a message
+// still waiting; it used to be kept only at its first offset, and a timer
+// longer than fileReservedTime was lost. It is still delivered once.
+func TestTimerLongWaitIsStoredAnewEachRoll(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b, err := New(t5Config(t), baLogger())
+	require.NoError(t, err)
+	b.timer.cfg.Precision = 10 * time.Millisecond
+	b.timer.cfg.RollWindow = 200 * time.Millisecond
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { mustShutdownBroker(t, b) })
+	cl := baClient(t)
+	bcCreateTopic(t, b, "timerRoll", 1)
+
+	sent := time.Now()
+	resp := t5Send(t, cl, b, "timerRoll", 0, "patient", map[string]string{message.PropTimerDelayMS: "900"})
+	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
+	arrived := t5WaitArrival(t, b, "timerRoll", 0, 1, 5*time.Second)
+	assert.GreaterOrEqual(t, arrived.Sub(sent), 880*time.Millisecond)
+	assert.GreaterOrEqual(t, b.store.MaxOffsetInQueue(TimerTopic, 0), int64(3), "stored anew at each roll (every 200 ms of 900 ms)")
+	first := t5TagsCode(t, b, TimerTopic, 0, 0)
+	assert.Equal(t, first, t5TagsCode(t, b, TimerTopic, 0, b.store.MaxOffsetInQueue(TimerTopic, 0)-1), "copies keep the delivery time")
+
+	time.Sleep(300 * time.Millisecond)
+	msgs := t5Read(t, b, "timerRoll", 0)
+	require.Len(t, msgs, 1, "delivered once")
+	assert.Equal(t, "patient", string(msgs[0].Body))
+	assert.Zero(t, b.timer.Pending())
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // Topic names RocketMQ reserves (TopicValidator, MixAll).
@@ -37,7 +35,6 @@ const (
 	MaxTopicLength         = 127
 	maxTopicQueueNums      = 1024 // our bound on read/write queue numbers (RocketMQ has none)
 	topicNameRule          = "^[%|a-zA-Z0-9_-]+$"
-	topicsFilePerm         = 0o644
 )
 
 // TopicSysFlag bits (TopicSysFlag.java) a unit-mode send asks for.
@@ -428,15 +425,5 @@ func (m *TopicConfigManager) changed() error {
 func (m *TopicConfigManager) Persist() error {
 	m.persistMu.Lock()
 	defer m.persistMu.Unlock()
-	data, err := json.MarshalIndent(m.Wrapper(), "", "\t")
-	if err != nil {
-		return fmt.Errorf("broker: encode topics: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(m.path), 0o755); err != nil {
-		return fmt.Errorf("broker: create %s: %w", filepath.Dir(m.path), err)
-	}
-	if err := store.WriteFileAtomic(m.path, data, topicsFilePerm); err != nil {
-		return fmt.Errorf("broker: persist topics: %w", err)
-	}
-	return nil
+	return writeMetadataJSON(m.path, "topics", m.Wrapper())
 }

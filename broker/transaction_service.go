@@ -64,9 +64,11 @@ const (
 // it are read back at start, so a restart loses no pending transaction and
 // forgets no decision.
 //
-// Half messages checked transactionCheckMax times without an answer (a
-// check counts only when a live producer of the group was asked), or
-// older than fileReservedTime with no producer online, are moved to
+// Half messages checked transactionCheckMax times without an answer (in
+// the first channel-expiry period after a start, 120 s, a check counts only
+// when a live producer of the group was asked: producers are unknown until
+// their next heartbeat), or older than fileReservedTime with no producer
+// online, are moved to
 // TRANS_CHECK_MAX_TIME_TOPIC (queue 0, perm read+write, original
 // properties including REAL_TOPIC/REAL_QID/PGROUP) and resolved: an
 // operator reads that topic with any consumer and re-sends what should
@@ -80,6 +82,11 @@ type transactionService struct {
 	checkMax int32
 	reserved time.Duration // fileReservedTime
 	now      func() time.Time
+	// producerGrace is how long after start a check that finds no live
+	// producer does not count: until every live producer has sent its
+	// heartbeat (the client channel expiry), none is known.
+	producerGrace time.Duration
+	startedAt     time.Time // set by start, before the check loop runs
 
 	mu         sync.Mutex // guards the fields below
 	halfOffset int64
@@ -94,26 +101,27 @@ type transactionService struct {
 	loaded     bool
 
 	topicOnce sync.Once
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	once      sync.Once
+	serviceLoops
 }
 
 func newTransactionService(b *Broker) *transactionService {
 	return &transactionService{
-		b:          b,
-		log:        b.log.WithField("component", "transaction"),
-		path:       filepath.Join(b.cfg.StorePathRootDir, "config", transactionStateFile),
-		timeout:    time.Duration(b.cfg.TransactionTimeOut) * time.Millisecond,
-		interval:   time.Duration(b.cfg.TransactionCheckInterval) * time.Millisecond,
-		checkMax:   int32(b.cfg.TransactionCheckMax),
-		reserved:   time.Duration(b.cfg.FileReservedTime) * time.Hour,
-		now:        time.Now,
-		resolved:   make(map[int64]int32),
-		inflight:   make(map[int64]bool),
-		checkTimes: make(map[int64]int32),
-		history:    make(map[int64]int32),
-		stop:       make(chan struct{}),
+		b:        b,
+		log:      b.log.WithField("component", "transaction"),
+		path:     filepath.Join(b.cfg.StorePathRootDir, "config", transactionStateFile),
+		timeout:  time.Duration(b.cfg.TransactionTimeOut) * time.Millisecond,
+		interval: time.Duration(b.cfg.TransactionCheckInterval) * time.Millisecond,
+		checkMax: int32(b.cfg.TransactionCheckMax),
+		reserved: time.Duration(b.cfg.FileReservedTime) * time.Hour,
+		now:      time.Now,
+		resolved: make(map[int64]int32),
+
+		producerGrace: defaultChannelExpiry,
+		inflight:      make(map[int64]bool),
+		checkTimes:    make(map[int64]int32),
+		history:       make(map[int64]int32),
+
+		serviceLoops: serviceLoops{stop: make(chan struct{})},
 	}
 }
 
@@ -173,17 +181,11 @@ func (t *transactionService) persist(force bool) error {
 	}
 	t.dirty = false
 	t.mu.Unlock()
-	data, err := json.MarshalIndent(&st, "", "\t")
-	if err == nil {
-		if err = os.MkdirAll(filepath.Dir(t.path), 0o755); err == nil {
-			err = store.WriteFileAtomic(t.path, data, 0o644)
-		}
-	}
-	if err != nil {
+	if err := writeMetadataJSON(t.path, "transaction state", &st); err != nil {
 		t.mu.Lock()
 		t.dirty = true
 		t.mu.Unlock()
-		return fmt.Errorf("broker: persist transaction state: %w", err)
+		return err
 	}
 	return nil
 }
@@ -193,17 +195,15 @@ func (t *transactionService) start() error {
 	if err := t.load(); err != nil {
 		return err
 	}
-	t.wg.Add(1)
-	go t.transactionCheckLoop()
+	t.startedAt = t.now()
+	t.goLoop(t.transactionCheckLoop)
 	return nil
 }
 
 // shutdown stops the check loop and writes the state. Safe to call twice
 // and without start.
 func (t *transactionService) shutdown() {
-	t.once.Do(func() {
-		close(t.stop)
-		t.wg.Wait()
+	t.stopLoops(func() {
 		if err := t.persist(true); err != nil {
 			t.log.WithError(err).Error("persist transaction state at shutdown")
 		}
@@ -211,7 +211,6 @@ func (t *transactionService) shutdown() {
 }
 
 func (t *transactionService) transactionCheckLoop() {
-	defer t.wg.Done()
 	tick := time.NewTicker(t.interval)
 	defer tick.Stop()
 	for {
@@ -421,10 +420,13 @@ func (t *transactionService) remember(off int64, d int32) {
 	t.history[off] = d
 }
 
-// pendingCheck is a half message a check run acts on.
+// pendingCheck is a half message a check run acts on: its offsets only.
+// A run may list transCheckScanMax of them, and holding their records
+// (each up to maxMessageSize) would make its memory the clients' choice;
+// checkOne reads each one when its turn comes.
 type pendingCheck struct {
-	off    int64
-	record []byte
+	off int64 // queue offset in the half topic
+	phy int64 // commitlog offset
 }
 
 // check runs one check-back pass: ops are read, then every unresolved half
@@ -483,7 +485,7 @@ func (t *transactionService) check() {
 					continue
 				}
 			}
-			todo = append(todo, pendingCheck{off: qo, record: append([]byte(nil), res.Messages[i].Bytes...)})
+			todo = append(todo, pendingCheck{off: qo, phy: r.PhysicalOffset()})
 		}
 		res.Release()
 		if young {
@@ -502,7 +504,7 @@ func (t *transactionService) check() {
 
 // checkOne discards or checks one unresolved half message.
 func (t *transactionService) checkOne(p pendingCheck) {
-	m, _, err := message.DecodeRecord(p.record)
+	m, err := t.b.store.LookMessageByOffset(p.phy)
 	if err != nil {
 		t.log.WithError(err).WithField("halfOffset", p.off).Error("unreadable half message")
 		return
@@ -518,23 +520,33 @@ func (t *transactionService) checkOne(p pendingCheck) {
 	chans := t.b.consume.producers.Channels(group)
 	fields := logrus.Fields{"halfOffset": p.off, "group": group, "check": times + 1, "msgId": m.UniqKey()}
 	if len(chans) == 0 {
-		// Unlike RocketMQ, a check nobody could be asked does not count:
-		// after a broker restart the producers are unknown until their
-		// next heartbeat (up to 30 s), and counting would discard half
-		// messages a live producer could still resolve. A group that never
-		// comes back is discarded once the message is as old as the
-		// commitlog retention (RocketMQ's needDiscard by fileReservedTime).
+		// A group that never comes back is discarded once the message is
+		// as old as the commitlog retention (RocketMQ's needDiscard by
+		// fileReservedTime).
 		if age := t.now().UnixMilli() - m.StoreTimestamp; age > t.reserved.Milliseconds() {
 			t.discard(p.off, m, times)
 			return
 		}
-		t.log.WithFields(fields).Debug("no live producer of the group to check a half message with")
-		return
+		// Right after a start the producers are unknown until their next
+		// heartbeat, and counting would discard half messages a live
+		// producer could still resolve. Later, a group with no producer is
+		// gone and the check counts, as in RocketMQ: otherwise one orphan
+		// would hold halfOffset for fileReservedTime (72 h) while every
+		// later transaction's decision piles up in resolved and in
+		// transactionState.json.
+		if t.now().Sub(t.startedAt) < t.producerGrace {
+			t.log.WithFields(fields).Debug("no live producer of the group to check a half message with")
+			return
+		}
 	}
 	t.mu.Lock()
 	t.checkTimes[p.off] = times + 1
 	t.dirty = true
 	t.mu.Unlock()
+	if len(chans) == 0 {
+		t.log.WithFields(fields).Info("no live producer of the group: the check counts")
+		return
+	}
 	ch := chans[rand.IntN(len(chans))]
 	req, err := t.checkRequest(p.off, m, times+1)
 	if err != nil {

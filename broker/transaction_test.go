@@ -2,7 +2,9 @@ package broker
 
 import (
 	"encoding/json"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -303,4 +305,55 @@ func TestTransactionCrashKeepsResolutions(t *testing.T) {
 	assert.Contains(t, resp.Remark, "already")
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, int64(1), b2.store.MaxOffsetInQueue("txX", 0), "committed once")
+}
+
+// TestTransactionOrphanWithoutProducerIsDiscarded: once the broker has run
+// longer than the producers' heartbeat grace, a check that finds no live
+// producer counts. A half message of a group that is gone was otherwise
+// kept (and kept halfOffset, with every later decision in memory and in
+// transactionState.json) for fileReservedTime.
+func TestTransactionOrphanWithoutProducerIsDiscarded(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b, err := New(t5Config(t), baLogger()) // checkMax 3, every 100 ms
+	require.NoError(t, err)
+	b.trans.producerGrace = 0
+	require.NoError(t, b.Start())
+	t.Cleanup(func() { mustShutdownBroker(t, b) })
+	cl := baClient(t)
+	bcCreateTopic(t, b, "txO", 1)
+	h := t5SendHalf(t, cl, b, "gone", "txO", "orphan", nil)
+	t5WaitArrival(t, b, TransCheckMaxTimeTopic, 0, 1, 10*time.Second)
+	m := t5Read(t, b, TransCheckMaxTimeTopic, 0)[0]
+	assert.Equal(t, "orphan", string(m.Body))
+	assert.Equal(t, "3", m.Property(message.PropTransactionCheckTimes))
+	require.Eventually(t, func() bool { return b.trans.pending() == 0 }, 5*time.Second, 10*time.Millisecond)
+	resp := t5End(t, cl, b, "gone", h, message.TransactionCommitType)
+	assert.Contains(t, resp.Remark, "discarded")
+	assert.Zero(t, b.store.MaxOffsetInQueue("txO", 0))
+}
+
+// TestTransactionCheckRunHoldsNoRecords: a check run lists up to
+// transCheckScanMax half messages; it used to copy each one's whole record
+// into the list (up to maxMessageSize each, chosen by clients) before
+// checking any, and decoded it again later. It now lists offsets and reads
+// each message once, when checked.
+func TestTransactionCheckRunHoldsNoRecords(t *testing.T) {
+	baVerifyNoLeaks(t)
+	cfg := t5NoCheckConfig(t)
+	b, cl := t5Start(t, cfg)
+	bcCreateTopic(t, b, "txMem", 1)
+	const n, size = 48, 32 << 10
+	body := strings.Repeat("b", size)
+	for range n {
+		t5SendHalf(t, cl, b, "nobody", "txMem", body, nil)
+	}
+	time.Sleep(150 * time.Millisecond) // older than transactionTimeOut (100 ms)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.trans.check()
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("a check run allocated %d bytes for %d bytes of bodies", allocated, n*size)
+	assert.Less(t, allocated, uint64(n*size*3/2), "a check run allocates about one copy of each body, not two")
+	assert.Zero(t, b.store.MaxOffsetInQueue(TransCheckMaxTimeTopic, 0), "nothing discarded: no producer was asked")
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -373,35 +374,26 @@ func (c *BrokerConfig) Validate() error {
 		return bad("mappedFileSizeConsumeQueue", c.MappedFileSizeConsumeQueue, "must be a positive multiple of 20")
 	case c.MaxMessageSize < 1:
 		return bad("maxMessageSize", c.MaxMessageSize, "must be at least 1 byte")
-	case c.FileReservedTime < 1:
-		return bad("fileReservedTime", c.FileReservedTime, "must be at least 1 hour")
 	case c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95:
 		return bad("diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, "must be 10-95")
-	case c.RegisterNameServerPeriod < 1000:
-		return bad("registerNameServerPeriod", c.RegisterNameServerPeriod, "must be at least 1000 ms")
-	case c.RegisterBrokerTimeoutMills < 1:
-		return bad("registerBrokerTimeoutMills", c.RegisterBrokerTimeoutMills, "must be at least 1 ms")
-	case c.ServerChannelMaxIdleTimeSeconds < 1:
-		return bad("serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds, "must be at least 1")
 	case c.ServerSelectorThreads < 0 || c.ServerSelectorThreads > 256:
 		return bad("serverSelectorThreads", c.ServerSelectorThreads, "must be 0-256")
-	case c.SyncFlushTimeout < 1:
-		return bad("syncFlushTimeout", c.SyncFlushTimeout, "must be at least 1 ms")
-	case c.FlushConsumerOffsetInterval < 1:
-		return bad("flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval, "must be at least 1 ms")
-	case c.FlushDelayOffsetInterval < 1:
-		return bad("flushDelayOffsetInterval", c.FlushDelayOffsetInterval, "must be at least 1 ms")
-	case c.TimerMaxDelaySec < 1:
-		return bad("timerMaxDelaySec", c.TimerMaxDelaySec, "must be at least 1 second")
-	case c.TransactionTimeOut < 1:
-		return bad("transactionTimeOut", c.TransactionTimeOut, "must be at least 1 ms")
 	case c.TransactionCheckMax < 1:
 		return bad("transactionCheckMax", c.TransactionCheckMax, "must be at least 1")
-	case c.TransactionCheckInterval < 1:
-		return bad("transactionCheckInterval", c.TransactionCheckInterval, "must be at least 1 ms")
 	}
-	if _, err := ParseDelayLevels(c.MessageDelayLevel); err != nil {
+	levels, err := ParseDelayLevels(c.MessageDelayLevel)
+	if err != nil {
 		return bad("messageDelayLevel", c.MessageDelayLevel, err.Error())
+	}
+	if err := c.validateDurations(bad); err != nil {
+		return err
+	}
+	// A delayed message waits in the commitlog, which retention empties by
+	// file age: a level as long as fileReservedTime would lose messages.
+	// (Timers are stored anew every roll window and have no such bound.)
+	if longest, reserved := slices.Max(levels), time.Duration(c.FileReservedTime)*time.Hour; longest >= reserved {
+		return bad("messageDelayLevel", c.MessageDelayLevel,
+			fmt.Sprintf("has a level of %v, not shorter than fileReservedTime=%d hours: retention would delete its messages before delivery", longest, c.FileReservedTime))
 	}
 	pools := []struct {
 		key string
@@ -432,6 +424,54 @@ func (c *BrokerConfig) Validate() error {
 		if n, err := strconv.Atoi(strings.TrimSpace(h)); err != nil || n < 0 || n > 23 {
 			return bad("deleteWhen", c.DeleteWhen, "must list hours 00-23, ';'-separated")
 		}
+	}
+	return nil
+}
+
+// maxConfigMillis bounds every duration key given in ms (a year). The
+// values become time.Duration (ns), where an int64 of ms overflows beyond
+// about 292 years into a negative duration; a ticker of a zero or negative
+// duration panics, and a timer of one fires in a busy loop.
+const maxConfigMillis = int64(365 * 24 * time.Hour / time.Millisecond)
+
+// maxFileReservedHours bounds fileReservedTime (ten years of hours).
+const maxFileReservedHours = 10 * 365 * 24
+
+// validateDurations checks the duration keys Validate's switch does not:
+// intervals that drive a ticker must be at least 1 ms, pauses may be 0,
+// and none may exceed maxConfigMillis, so no key can crash or spin a loop.
+func (c *BrokerConfig) validateDurations(bad func(key string, v any, why string) error) error {
+	const ms, sec = 1, 1000 // the key's unit, in ms
+	keys := []struct {
+		key      string
+		v, least int64
+		unit     int64
+		unitName string
+	}{
+		{"flushIntervalCommitLog", int64(c.FlushIntervalCommitLog), 1, ms, "ms"},
+		{"flushCommitLogThoroughInterval", int64(c.FlushCommitLogThoroughInterval), 0, ms, "ms"},
+		{"flushIntervalConsumeQueue", int64(c.FlushIntervalConsumeQueue), 1, ms, "ms"},
+		{"cleanResourceInterval", int64(c.CleanResourceInterval), 1, ms, "ms"},
+		{"deleteCommitLogFilesInterval", int64(c.DeleteCommitLogFilesInterval), 0, ms, "ms"},
+		{"destroyMapedFileIntervalForcibly", int64(c.DestroyMapedFileIntervalForcibly), 0, ms, "ms"},
+		{"syncFlushTimeout", c.SyncFlushTimeout, 1, ms, "ms"},
+		{"flushConsumerOffsetInterval", c.FlushConsumerOffsetInterval, 1, ms, "ms"},
+		{"flushDelayOffsetInterval", c.FlushDelayOffsetInterval, 1, ms, "ms"},
+		{"shortPollingTimeMills", c.ShortPollingTimeMills, 0, ms, "ms"},
+		{"registerNameServerPeriod", c.RegisterNameServerPeriod, 1000, ms, "ms"},
+		{"registerBrokerTimeoutMills", c.RegisterBrokerTimeoutMills, 1, ms, "ms"},
+		{"transactionTimeOut", c.TransactionTimeOut, 1, ms, "ms"},
+		{"transactionCheckInterval", c.TransactionCheckInterval, 1, ms, "ms"},
+		{"serverChannelMaxIdleTimeSeconds", int64(c.ServerChannelMaxIdleTimeSeconds), 1, sec, "s"},
+		{"timerMaxDelaySec", c.TimerMaxDelaySec, 1, sec, "s"},
+	}
+	for _, k := range keys {
+		if most := maxConfigMillis / k.unit; k.v < k.least || k.v > most {
+			return bad(k.key, k.v, fmt.Sprintf("must be %d-%d (%s, at most a year)", k.least, most, k.unitName))
+		}
+	}
+	if c.FileReservedTime < 1 || c.FileReservedTime > maxFileReservedHours {
+		return bad("fileReservedTime", c.FileReservedTime, fmt.Sprintf("must be 1-%d hours", maxFileReservedHours))
 	}
 	return nil
 }

@@ -125,10 +125,12 @@ func (c *NamesrvConfig) Validate() error {
 		return bad("serverSelectorThreads", c.ServerSelectorThreads, "must be 0-256")
 	case c.ServerChannelMaxIdleTimeSeconds < 1:
 		return bad("serverChannelMaxIdleTimeSeconds", c.ServerChannelMaxIdleTimeSeconds, "must be at least 1")
-	case c.ScanNotActiveBrokerInterval < 1:
-		return bad("scanNotActiveBrokerInterval", c.ScanNotActiveBrokerInterval, "must be at least 1 ms")
-	case c.BrokerChannelExpiredTime < 1:
-		return bad("brokerChannelExpiredTime", c.BrokerChannelExpiredTime, "must be at least 1 ms")
+	case c.ScanNotActiveBrokerInterval < 1 || c.ScanNotActiveBrokerInterval > maxConfigMillis:
+		// UPDATE_NAMESRV_CONFIG sets it at runtime: beyond maxConfigMillis
+		// the duration overflows negative and the scan timer would spin.
+		return bad("scanNotActiveBrokerInterval", c.ScanNotActiveBrokerInterval, fmt.Sprintf("must be 1-%d ms", maxConfigMillis))
+	case c.BrokerChannelExpiredTime < 1 || c.BrokerChannelExpiredTime > maxConfigMillis:
+		return bad("brokerChannelExpiredTime", c.BrokerChannelExpiredTime, fmt.Sprintf("must be 1-%d ms", maxConfigMillis))
 	}
 	return nil
 }

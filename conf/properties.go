@@ -41,12 +41,21 @@ func ParseProperties(text string) (map[string]string, error) {
 			continue
 		}
 		// Join continuation lines: an odd number of trailing backslashes.
-		for endsWithContinuation(line) && i+1 < len(lines) {
-			i++
-			line = line[:len(line)-1] + strings.TrimLeft(lines[i], " \t\f")
-		}
+		// The text can come from a client (UPDATE_NAMESRV_CONFIG): joined in a
+		// builder, a body of many continued lines costs linear time, not
+		// the quadratic time of re-concatenating the joined line.
 		if endsWithContinuation(line) {
-			line = line[:len(line)-1]
+			var joined strings.Builder
+			for endsWithContinuation(line) && i+1 < len(lines) {
+				joined.WriteString(line[:len(line)-1])
+				i++
+				line = strings.TrimLeft(lines[i], " \t\f")
+			}
+			if endsWithContinuation(line) {
+				line = line[:len(line)-1]
+			}
+			joined.WriteString(line)
+			line = joined.String()
 		}
 		key, value := splitProperty(line)
 		k, err := unescapeProperty(key)

@@ -156,6 +156,9 @@ func TestNamesrvConfigGetAndUpdate(t *testing.T) {
 		{"allowed mixed with forbidden", "orderMessageEnable=false\nkvConfigPath=/tmp/x\n", remoting.NoPermission, "kvConfigPath"},
 		{"bad bool", "orderMessageEnable=maybe\n", remoting.SystemError, "orderMessageEnable"},
 		{"bad interval", "scanNotActiveBrokerInterval=0\n", remoting.SystemError, "scanNotActiveBrokerInterval"},
+		// As a Duration it would overflow negative: the scan timer would spin.
+		{"overflowing interval", "scanNotActiveBrokerInterval=92233720368547758\n", remoting.SystemError, "scanNotActiveBrokerInterval"},
+		{"overflowing expiry", "brokerChannelExpiredTime=9223372036854775807\n", remoting.SystemError, "brokerChannelExpiredTime"},
 		{"env name with newline", `productEnvName=a\nb=c`, remoting.SystemError, "productEnvName"},
 		{"bad escape", `productEnvName=\u12`, remoting.SystemError, "string2Properties"},
 	}

@@ -39,8 +39,10 @@
 //
 // Restart. The wheel is not persisted: Open walks the timerlog files still
 // present and links every unit not marked done back into the wheel (or into
-// the batch when it is already due). A file is deleted once none of its
-// units is pending, and a unit is never pending longer than a roll window
+// the batch when it is already due). A file is deleted by the first Flush
+// after none of its units is pending, never before the checkpoint covers
+// its queue offsets (its units tell Open which messages were read already);
+// a unit is never pending longer than a roll window
 // after it was appended, so the walk covers about one roll window of
 // appends. The caller's read position in the timer topic (EnqueueOffset) is
 // written to <root>/timercheck only after the timerlog is synced, so after

@@ -32,6 +32,13 @@ type Config struct {
 	RollWindow time.Duration
 	// FileSize is the size of a timerlog file (a multiple of UnitSize).
 	FileSize int
+	// Roll, when set, is called for a roll unit whose delivery time is
+	// still ahead, before the wheel appends it again. Returning true means
+	// the caller stored the message anew (it comes back through Add) and
+	// the unit is done; an error stops Fire as a delivery error does. The
+	// broker re-puts the message there so that commitlog retention never
+	// deletes a message waiting longer than fileReservedTime.
+	Roll func(Entry) (bool, error)
 }
 
 // Entry is one pending message: where it is in the commitlog and when it is due.
@@ -186,11 +193,8 @@ func (w *Wheel) recover(nowMs int64) error {
 			w.writePos = end
 		}
 	}
-	for _, start := range append([]int64(nil), w.order...) {
-		if seg := w.segs[start]; seg.pending == 0 && start != w.activeStart() {
-			w.dropSegment(seg)
-		}
-	}
+	// Files with nothing pending are deleted by the first Flush, once the
+	// checkpoint covers their queue offsets (see dropDone).
 	return nil
 }
 
@@ -370,9 +374,18 @@ func (w *Wheel) Fire(now time.Time, deliver func(Entry) error) error {
 		}
 		e := Entry{DeliverMs: u.deliverMs, CommitLogOffset: u.commitLog, Size: u.size, QueueOffset: u.queueOffset}
 		if u.flags&flagRoll != 0 && u.deliverMs > nowMs {
-			// Still not due: append again, nearer (or for real).
-			if err := w.Add(e, now); err != nil {
-				return err
+			// Still not due: stored anew by Roll, or appended again, nearer
+			// (or for real).
+			moved := false
+			if w.cfg.Roll != nil {
+				if moved, err = w.cfg.Roll(e); err != nil {
+					return err
+				}
+			}
+			if !moved {
+				if err := w.Add(e, now); err != nil {
+					return err
+				}
 			}
 		} else if err := deliver(e); err != nil {
 			return err
@@ -382,15 +395,25 @@ func (w *Wheel) Fire(now time.Time, deliver func(Entry) error) error {
 	return nil
 }
 
-// markDone flags a unit done and deletes its file once nothing in it is
-// pending and it is not the file being written.
+// markDone flags a unit done. Its file is deleted by the next Flush once
+// nothing in it is pending (dropDone).
 func (w *Wheel) markDone(b []byte, seg *segment) {
 	be.PutUint32(b[offFlags:], be.Uint32(b[offFlags:])|flagDone)
 	seg.dirty = true
 	seg.pending--
 	w.pending--
-	if seg.pending <= 0 && seg.start != w.activeStart() {
-		w.dropSegment(seg)
+}
+
+// dropDone deletes the files with nothing pending, except the one being
+// written. Only Flush calls it, after the checkpoint is durable: the units
+// of a file are what tells Open the queue offsets already read, so a file
+// deleted before the checkpoint covers them would, after a crash, make the
+// broker read its messages again and deliver them twice.
+func (w *Wheel) dropDone() {
+	for _, start := range append([]int64(nil), w.order...) {
+		if seg := w.segs[start]; seg.pending <= 0 && start != w.activeStart() {
+			w.dropSegment(seg)
+		}
 	}
 }
 
@@ -418,17 +441,17 @@ func (w *Wheel) Flush() error {
 			return err
 		}
 	}
-	if w.enqueueOffset == w.savedOffset {
-		return nil // an idle wheel costs no fsync
+	if w.enqueueOffset != w.savedOffset { // an idle wheel costs no fsync
+		data, err := json.Marshal(checkpoint{EnqueueOffset: w.enqueueOffset})
+		if err != nil {
+			return fmt.Errorf("timer: encode checkpoint: %w", err)
+		}
+		if err := store.WriteFileAtomic(w.checkPath, data, 0o644); err != nil {
+			return fmt.Errorf("timer: write checkpoint: %w", err)
+		}
+		w.savedOffset = w.enqueueOffset
 	}
-	data, err := json.Marshal(checkpoint{EnqueueOffset: w.enqueueOffset})
-	if err != nil {
-		return err
-	}
-	if err := store.WriteFileAtomic(w.checkPath, data, 0o644); err != nil {
-		return fmt.Errorf("timer: write checkpoint: %w", err)
-	}
-	w.savedOffset = w.enqueueOffset
+	w.dropDone()
 	return nil
 }
 

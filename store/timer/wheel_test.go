@@ -101,6 +101,7 @@ func TestWheelRestartKeepsPendingOnly(t *testing.T) {
 	assert.Equal(t, []int64{5, 6, 7, 8, 9}, fired(t, w2, at(5000)))
 	assert.Empty(t, fired(t, w2, at(59_999)))
 	assert.Equal(t, []int64{10}, fired(t, w2, at(60_000)))
+	require.NoError(t, w2.Flush()) // files go once the checkpoint covers them
 	files, err := listSegments(filepath.Join(dir, "timerlog"))
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(files), 1, "files with nothing pending are deleted")
@@ -221,4 +222,67 @@ func BenchmarkWheelReopenMillion(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestWheelCrashAfterFileDropDeliversNothingTwice: a file whose units were
+// all delivered used to be deleted at once, before the checkpoint covered
+// its queue offsets. A crash then left neither the units nor a checkpoint,
+// EnqueueOffset restarted at 0 and the broker re-read (and re-delivered)
+// every message of that file. Files now go only after the checkpoint that
+// covers them is written.
+func TestWheelCrashAfterFileDropDeliversNothingTwice(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, FileSize: UnitSize * 2}
+	w, err := Open(cfg, t0)
+	require.NoError(t, err)
+	require.NoError(t, w.Add(entry(at(10), 0), t0))
+	require.NoError(t, w.Add(entry(at(20), 1), t0)) // fills the file: the next unit starts a new one
+	require.Equal(t, []int64{0, 1}, fired(t, w, at(1000)))
+	// Crash: no Flush, no Close.
+	w2 := mustOpen(t, cfg, at(1000))
+	assert.Equal(t, int64(2), w2.EnqueueOffset(), "delivered messages must not be read again")
+	require.NoError(t, w.closeSegments())
+
+	require.NoError(t, w2.Flush())
+	files, err := listSegments(filepath.Join(dir, "timerlog"))
+	require.NoError(t, err)
+	assert.Empty(t, files, "a file with nothing pending goes once the checkpoint covers it")
+	w3 := mustOpen(t, Config{Dir: dir, FileSize: UnitSize * 2}, at(2000))
+	assert.Equal(t, int64(2), w3.EnqueueOffset())
+	assert.Zero(t, w3.Pending())
+}
+
+// TestWheelRollCallback: a roll unit still ahead goes to Config.Roll; when
+// it stores the message anew the unit is done (the copy comes back through
+// Add), an error keeps the unit for the next Fire, and false rolls it as
+// without a callback.
+func TestWheelRollCallback(t *testing.T) {
+	var rolled []int64
+	var fail error
+	move := true
+	cfg := Config{Dir: t.TempDir(), Precision: 100 * time.Millisecond, RollWindow: time.Second,
+		Roll: func(e Entry) (bool, error) {
+			if fail != nil {
+				return false, fail
+			}
+			rolled = append(rolled, e.QueueOffset)
+			return move, nil
+		}}
+	w := mustOpen(t, cfg, t0)
+	require.NoError(t, w.Add(entry(at(5000), 1), t0))
+	require.NoError(t, w.Add(entry(at(6000), 2), t0))
+
+	fail = errors.New("store busy")
+	require.ErrorIs(t, w.Fire(at(1000), func(Entry) error { return nil }), fail)
+	assert.Equal(t, 2, w.Pending(), "a failed roll keeps the unit")
+
+	fail, move = nil, false
+	assert.Empty(t, fired(t, w, at(1000)))
+	assert.Equal(t, []int64{1, 2}, rolled)
+	assert.Equal(t, 2, w.Pending(), "not moved: rolled in the wheel")
+
+	move = true
+	assert.Empty(t, fired(t, w, at(2000)))
+	assert.Equal(t, []int64{1, 2, 1, 2}, rolled)
+	assert.Zero(t, w.Pending(), "moved: the copy comes back through Add")
 }

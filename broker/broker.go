@@ -216,6 +216,12 @@ func (b *Broker) Start() error {
 	b.wg.Add(1)
 	go b.registerLoop()
 	b.log.WithFields(logrus.Fields{"addr": b.Addr(), "namesrv": b.cfg.NamesrvAddr}).Info("broker started")
+	switch b.cfg.BrokerRole {
+	case conf.RoleSyncMaster:
+		b.log.Warn("brokerRole=SYNC_MASTER: master/slave replication is not implemented yet; sends are stored here only and answered SLAVE_NOT_AVAILABLE")
+	case conf.RoleSlave:
+		b.log.Warn("brokerRole=SLAVE: master/slave replication is not implemented yet; this broker takes no writes and receives no data from its master")
+	}
 	return nil
 }
 

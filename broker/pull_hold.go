@@ -265,7 +265,12 @@ func (hs *pullHoldService) shutdown() {
 	hs.overflow = nil
 	hs.count = 0
 	hs.mu.Unlock()
+	// Parked means nothing new was there; whatever arrives now is pulled
+	// after the restart (see shuttingDownPull).
 	for _, pr := range all {
-		hs.answer(pr)
+		if err := pr.conn.Reply(pr.req, shuttingDownPull(pr.req)); err != nil && !errors.Is(err, remoting.ErrConnClosed) {
+			hs.cs.log.WithFields(logrus.Fields{"peer": pr.conn.RemoteAddr(), "topic": pr.h.Topic}).WithError(err).
+				Debug("cannot answer a parked pull at shutdown")
+		}
 	}
 }

@@ -189,6 +189,8 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *r
 			case holdFull:
 				return remoting.NewResponse(pr.req, remoting.SystemBusy,
 					"[PULL]too many pulls are waiting for messages, try again later"), nil
+			case holdDown:
+				return shuttingDownPull(pr.req), nil
 			}
 		}
 	}
@@ -216,4 +218,12 @@ func pullCode(st store.GetMessageStatus, offset int64) (remoting.ResponseCode, s
 		return remoting.PullOffsetMoved, "the offset is below the queue's min offset"
 	}
 	return remoting.SystemError, "unknown store status " + st.String()
+}
+
+// shuttingDownPull answers a pull that found nothing while the broker stops.
+// Not PULL_NOT_FOUND: the official Go client re-pulls at once on that, into
+// the closing connection, and that lost request stalls the consumer for its
+// 30 s pull timeout. On SYSTEM_BUSY it backs off 3 s and then reconnects.
+func shuttingDownPull(req *remoting.Command) *remoting.Command {
+	return remoting.NewResponse(req, remoting.SystemBusy, "[SHUTDOWN]the broker is shutting down, pull again later")
 }

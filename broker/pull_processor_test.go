@@ -257,18 +257,19 @@ func TestPullCommitOffsetAndHoldLimits(t *testing.T) {
 	resp := baInvoke(t, cl, addr, bcPullReq(bcPullHeader("cg", "CO", 0, 3, bcSuspendFlags, 20000)))
 	assert.Equal(t, int32(remoting.SystemBusy), resp.Code, resp.Remark)
 
-	// Parked pulls are answered when the broker stops holding.
+	// Parked pulls are answered when the broker stops holding, with
+	// SYSTEM_BUSY so clients back off instead of re-pulling into the close.
 	b.consume.stopHolding()
 	select {
 	case resp := <-first:
 		require.NotNil(t, resp)
-		r := bcDecodePull(t, resp)
-		assert.Equal(t, remoting.PullNotFound, r.code)
+		assert.Equal(t, int32(remoting.SystemBusy), resp.Code, resp.Remark)
 	case <-time.After(5 * time.Second):
 		t.Fatal("stopHolding must answer parked pulls")
 	}
 	resp = baInvoke(t, cl, addr, bcPullReq(bcPullHeader("cg", "CO", 0, 3, bcSuspendFlags, 20000)))
-	assert.Equal(t, int32(remoting.PullNotFound), resp.Code, "no parking after stopHolding")
+	assert.Equal(t, int32(remoting.SystemBusy), resp.Code, "no parking after stopHolding")
+	assert.Contains(t, resp.Remark, "SHUTDOWN")
 }
 
 func TestShutdownAnswersParkedPulls(t *testing.T) {
@@ -285,7 +286,7 @@ func TestShutdownAnswersParkedPulls(t *testing.T) {
 	select {
 	case resp := <-ch:
 		require.NotNil(t, resp, "the parked pull gets an answer, not a closed connection")
-		assert.Equal(t, int32(remoting.PullNotFound), resp.Code)
+		assert.Equal(t, int32(remoting.SystemBusy), resp.Code, resp.Remark)
 	case <-time.After(5 * time.Second):
 		t.Fatal("shutdown left a parked pull unanswered")
 	}

@@ -71,3 +71,20 @@ func mustBatchBody(t *testing.T, n int) []byte {
 	require.NoError(t, err)
 	return body
 }
+
+// Without replication a SYNC_MASTER cannot have a slave copy: it stores the
+// message and answers SLAVE_NOT_AVAILABLE (a send status, not an error), as
+// RocketMQ does while no slave is connected; WAIT=false skips the wait.
+func TestSyncMasterWithoutSlaveAnswersSlaveNotAvailable(t *testing.T) {
+	baVerifyNoLeaks(t)
+	cfg := testBrokerConfig(t)
+	cfg.BrokerRole = "SYNC_MASTER"
+	b := MustStartBroker(t, cfg)
+	cl := baClient(t)
+	resp := baInvoke(t, cl, b.Addr(), sendReq("Repl", 0, []byte("x"), nil))
+	require.Equal(t, remoting.SlaveNotAvailable, resp.ResponseCode(), resp.Remark)
+	assert.NotEmpty(t, resp.ExtFields["msgId"], "the message is stored and has an id")
+	resp = baInvoke(t, cl, b.Addr(), sendReq("Repl", 0, []byte("y"), map[string]string{message.PropWaitStoreMsgOK: "false"}))
+	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+	require.Eventually(t, func() bool { return b.Store().MaxOffsetInQueue("Repl", 0) == 2 }, 5*time.Second, 5*time.Millisecond)
+}

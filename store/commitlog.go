@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -106,7 +107,6 @@ type DispatchRequest struct {
 	SysFlag                   int32
 	PreparedTransactionOffset int64
 	BlankRecord               bool // end-of-file marker: MsgSize 0, go to the next file
-	Properties                map[string]string
 }
 
 // topicQueueKey identifies a consume queue; a struct key avoids building the
@@ -639,7 +639,6 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 			return DispatchRequest{}, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 		}
 	}
-	props := message.UnmarshalProperties(r.Properties())
 	d := DispatchRequest{
 		Topic:                     string(r.Topic()),
 		QueueID:                   r.QueueID(),
@@ -647,24 +646,46 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 		MsgSize:                   int32(r.Size()),
 		StoreTimestamp:            r.StoreTimestamp(),
 		ConsumeQueueOffset:        r.QueueOffset(),
-		Keys:                      props[message.PropKeys],
-		UniqKey:                   props[message.PropUniqKey],
 		SysFlag:                   r.SysFlag(),
 		PreparedTransactionOffset: r.PreparedTransactionOffset(),
-		Properties:                props,
 	}
-	if tags := props[message.PropTags]; tags != "" {
-		d.TagsCode = message.TagsHashCode(tags)
+	// Dispatch runs for every stored message: pick the four properties it
+	// needs out of the record in one pass instead of building a map.
+	var tags, timerOut []byte
+	props := r.Properties()
+	for len(props) > 0 {
+		item := props
+		if end := bytes.IndexByte(props, message.PropertySeparator); end >= 0 {
+			item, props = props[:end], props[end+1:]
+		} else {
+			props = nil
+		}
+		kv := bytes.IndexByte(item, message.NameValueSeparator)
+		if kv <= 0 || kv == len(item)-1 {
+			continue // as UnmarshalProperties: no empty keys or values
+		}
+		key, val := item[:kv], item[kv+1:]
+		switch string(key) {
+		case message.PropKeys:
+			d.Keys = string(val)
+		case message.PropUniqKey:
+			d.UniqKey = string(val)
+		case message.PropTags:
+			tags = val
+		case message.PropTimerOutMS:
+			timerOut = val
+		}
+	}
+	if len(tags) > 0 {
+		d.TagsCode = message.TagsHashCode(string(tags))
 	}
 	// Messages parked until a delivery time (delay levels, timers) are
 	// queued with that time as tags code, as RocketMQ's
 	// checkMessageAndReturnSize does for SCHEDULE_TOPIC_XXXX; the broker
 	// writes the time as TIMER_OUT_MS.
-	if d.Topic == scheduleTopic || d.Topic == timerTopic {
-		if v := props[message.PropTimerOutMS]; v != "" {
-			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-				d.TagsCode = ms
-			}
+	if (d.Topic == scheduleTopic || d.Topic == timerTopic) && len(timerOut) > 0 {
+		if ms, err := strconv.ParseInt(string(timerOut), 10, 64); err == nil {
+			d.TagsCode = ms
 		}
 	}
 	return d, nil

@@ -173,3 +173,29 @@ func TestAsyncFlushLoopSurvivesZeroInterval(t *testing.T) {
 	r := cl.PutMessage(context.Background(), clMsg("Z", 0, []byte("x"), nil))
 	require.Equal(t, PutOK, r.Status)
 }
+
+// CheckRecord picks KEYS, UNIQ_KEY and the tags code (the delivery time for
+// parked topics) straight out of the record's properties.
+func TestCheckRecordDispatchFields(t *testing.T) {
+	cl := mustOpenCommitLog(t, clTestConfig(t, AsyncFlush), nil, true, nil)
+	put := func(topic string, props map[string]string) DispatchRequest {
+		r := cl.PutMessage(context.Background(), clMsg(topic, 0, []byte("b"), props))
+		require.Equal(t, PutOK, r.Status)
+		sel, ok := cl.GetMessage(r.WroteOffset, r.WroteBytes)
+		require.True(t, ok)
+		defer sel.Release()
+		d, err := CheckRecord(sel.Bytes, true)
+		require.NoError(t, err)
+		return d
+	}
+	d := put("Plain", map[string]string{message.PropKeys: "k1 k2", message.PropUniqKey: "U1", message.PropTags: "tagA",
+		message.PropTimerOutMS: "123"})
+	assert.Equal(t, "k1 k2", d.Keys)
+	assert.Equal(t, "U1", d.UniqKey)
+	assert.Equal(t, message.TagsHashCode("tagA"), d.TagsCode, "TIMER_OUT_MS only counts on parked topics")
+
+	d = put(scheduleTopic, map[string]string{message.PropTags: "tagA", message.PropTimerOutMS: "1700000000123"})
+	assert.EqualValues(t, 1700000000123, d.TagsCode)
+	d = put(timerTopic, map[string]string{message.PropTimerOutMS: "not a number"})
+	assert.Zero(t, d.TagsCode)
+}

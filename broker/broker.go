@@ -162,6 +162,7 @@ func (b *Broker) registerProcessors() {
 	b.registerSendBackProcessor()
 	b.registerTransactionProcessor()
 	b.registerResetOffsetProcessor()
+	b.registerDelayOffsetProcessor()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,

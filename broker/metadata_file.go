@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/gorocketmq/gorocketmq/store"
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // metadataFilePerm is the mode of the JSON files under <root>/config.
 const metadataFilePerm = 0o644
 
 // writeMetadataFile replaces path with data atomically (temp file, fsync,
-// rename, fsync of the directory: store.WriteFileAtomic), creating the
+// rename, fsync of the directory: fsutil.WriteFileAtomic), creating the
 // directory first, so a crash leaves the old content or the new, never a
 // mix. what names the content in errors. Every metadata file of the broker
 // (topics, subscription groups, consumer and delay offsets, transaction
@@ -23,7 +23,7 @@ func writeMetadataFile(path, what string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("broker: create %s: %w", filepath.Dir(path), err)
 	}
-	if err := store.WriteFileAtomic(path, data, metadataFilePerm); err != nil {
+	if err := fsutil.WriteFileAtomic(path, data, metadataFilePerm); err != nil {
 		return fmt.Errorf("broker: persist %s: %w", what, err)
 	}
 	return nil

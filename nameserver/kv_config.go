@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // ErrKVPersist means the KV config could not be written to disk; the change
@@ -169,53 +171,11 @@ func (k *KVConfigManager) persistLocked() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrKVPersist, err)
 	}
-	if err := WriteFileAtomic(k.path, append(b, '\n'), 0o644); err != nil {
+	if err := os.MkdirAll(filepath.Dir(k.path), 0o755); err != nil {
+		return fmt.Errorf("%w: %w", ErrKVPersist, err)
+	}
+	if err := fsutil.WriteFileAtomic(k.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("%w: %w", ErrKVPersist, err)
 	}
 	return nil
-}
-
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old content or the new, never a mix: temp file in the same directory,
-// fsync, rename, fsync of the directory (without it the rename itself may be
-// lost).
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err = d.Sync(); err != nil {
-		_ = d.Close()
-		return err
-	}
-	return d.Close()
 }

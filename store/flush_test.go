@@ -203,25 +203,6 @@ func TestLockDirHelperProcess(t *testing.T) {
 	os.Stdout.WriteString(err.Error() + "\n")
 }
 
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "topics.json")
-	require.NoError(t, WriteFileAtomic(path, []byte(`{"a":1}`), 0o600))
-	require.NoError(t, WriteFileAtomic(path, []byte(`{"a":2}`), 0o644))
-	got, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.Equal(t, `{"a":2}`, string(got))
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o644), st.Mode().Perm())
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	assert.Len(t, entries, 1, "no temporary file left behind")
-
-	err = WriteFileAtomic(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644)
-	assert.Error(t, err)
-}
-
 func TestCommitLogStopsEveryGoroutine(t *testing.T) {
 	for _, ft := range clFlushModes {
 		t.Run(ft.String(), func(t *testing.T) {

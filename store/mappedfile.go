@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // Errors of the mapped-file layer.
@@ -151,7 +153,7 @@ func createMappedFile(final string, offset int64, fileSize int, sparse bool) (*M
 		os.Remove(tmp)
 		return nil, fmt.Errorf("store: rename %s: %w", tmp, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -189,19 +191,6 @@ func preallocateZeros(f *os.File, fileSize int) error {
 		done += w
 	}
 	return unix.Fdatasync(int(f.Fd()))
-}
-
-// syncDir fsyncs a directory so a created, renamed or removed name is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("store: open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("store: sync dir %s: %w", dir, err)
-	}
-	return nil
 }
 
 // OpenMappedFile maps an existing file; its length must be fileSize. The

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // deleteFilesBatchMax bounds how many files one retention round deletes, as
@@ -423,7 +425,7 @@ func (q *MappedFileQueue) deleteFirstWhile(pred func(mf *MappedFile) bool, max i
 		}
 	}
 	if deleted > 0 {
-		if err := syncDir(q.dir); err != nil {
+		if err := fsutil.SyncDir(q.dir); err != nil {
 			q.log.WithError(err).Warn("sync dir after delete")
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/sirupsen/logrus"
 )
@@ -418,7 +419,7 @@ func (s *Store) start() {
 		s.log.WithError(err).Error("cannot create the abort file")
 	} else {
 		f.Close()
-		if err := syncDir(s.cfg.StorePathRootDir); err != nil {
+		if err := fsutil.SyncDir(s.cfg.StorePathRootDir); err != nil {
 			s.log.WithError(err).Warn("sync store root")
 		}
 	}
@@ -646,7 +647,7 @@ func (s *Store) DeleteTopic(topic string) error {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		errs = append(errs, fmt.Errorf("store: create %s: %w", dir, err))
-	} else if err := WriteFileAtomic(filepath.Join(dir, deletedMarkerName), []byte(strconv.FormatInt(end, 10)), 0o644); err != nil {
+	} else if err := fsutil.WriteFileAtomic(filepath.Join(dir, deletedMarkerName), []byte(strconv.FormatInt(end, 10)), 0o644); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

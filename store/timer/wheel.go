@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/gorocketmq/gorocketmq/store"
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // Defaults of Config.
@@ -446,7 +446,7 @@ func (w *Wheel) Flush() error {
 		if err != nil {
 			return fmt.Errorf("timer: encode checkpoint: %w", err)
 		}
-		if err := store.WriteFileAtomic(w.checkPath, data, 0o644); err != nil {
+		if err := fsutil.WriteFileAtomic(w.checkPath, data, 0o644); err != nil {
 			return fmt.Errorf("timer: write checkpoint: %w", err)
 		}
 		w.savedOffset = w.enqueueOffset

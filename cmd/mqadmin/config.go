@@ -1,22 +1,30 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gorocketmq/gorocketmq/client"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+// sortedKeys returns m's keys in ascending order: the tables here print
+// maps the way Java's sorted views do, not in Go's random order.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// sortedQueues returns m's queues in MessageQueue.compareTo order.
+func sortedQueues[V any](m map[client.MessageQueue]V) []client.MessageQueue {
+	mqs := slices.Collect(maps.Keys(m))
+	sortQueues(mqs)
+	return mqs
 }
 
 func clusterListCmd() *command {
@@ -36,12 +44,7 @@ type brokerRow struct {
 
 func clusterRows(ci *protocol.ClusterInfo) []brokerRow {
 	var rows []brokerRow
-	clusters := make([]string, 0, len(ci.ClusterAddrTable))
-	for c := range ci.ClusterAddrTable {
-		clusters = append(clusters, c)
-	}
-	sort.Strings(clusters)
-	for _, c := range clusters {
+	for _, c := range sortedKeys(ci.ClusterAddrTable) {
 		names := append([]string(nil), ci.ClusterAddrTable[c]...)
 		sort.Strings(names)
 		for _, n := range names {
@@ -49,12 +52,7 @@ func clusterRows(ci *protocol.ClusterInfo) []brokerRow {
 			if bd == nil {
 				continue
 			}
-			ids := make([]int64, 0, len(bd.BrokerAddrs))
-			for id := range bd.BrokerAddrs {
-				ids = append(ids, id)
-			}
-			sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-			for _, id := range ids {
+			for _, id := range sortedKeys(bd.BrokerAddrs) {
 				rows = append(rows, brokerRow{cluster: c, name: n, id: id, addr: bd.BrokerAddrs[id]})
 			}
 		}
@@ -233,15 +231,9 @@ func updateBrokerConfigCmd() *command {
 			if err != nil {
 				return err
 			}
-			addrs := []string{e.vals.get("b")}
-			if !e.vals.has("b") {
-				ci, err := a.ClusterInfo(e.ctx)
-				if err != nil {
-					return err
-				}
-				if addrs, err = clusterAddrs(ci, e.vals.get("c"), true); err != nil {
-					return err
-				}
+			addrs, err := targetBrokers(e, a, nil, true)
+			if err != nil {
+				return err
 			}
 			kv := map[string]string{e.vals.get("k"): e.vals.get("v")}
 			for _, addr := range addrs {

@@ -76,17 +76,15 @@ func runUpdateSubGroup(e *env) error {
 	if err != nil {
 		return err
 	}
-	addrs := []string{e.vals.get("b")}
 	var ci *protocol.ClusterInfo
 	if !e.vals.has("b") || cfg.RetryQueueNums != defaultRetryQueues {
 		if ci, err = a.ClusterInfo(e.ctx); err != nil {
 			return err
 		}
 	}
-	if !e.vals.has("b") {
-		if addrs, err = clusterAddrs(ci, e.vals.get("c"), false); err != nil {
-			return err
-		}
+	addrs, err := targetBrokers(e, a, ci, false)
+	if err != nil {
+		return err
 	}
 	// A changed retry queue count is applied to the group's existing retry
 	// topic too, as Java's command does.
@@ -196,12 +194,7 @@ func runConsumerConnection(e *env) error {
 		e.printf("%03d  %-32s %-22s %-8s %s\n", i+1, c.ClientID, c.ClientAddr, c.Language, versionDesc(c.Version))
 	}
 	e.printf("\nBelow is subscription:\n")
-	topics := make([]string, 0, len(cc.SubscriptionTable))
-	for t := range cc.SubscriptionTable {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	for i, t := range topics {
+	for i, t := range sortedKeys(cc.SubscriptionTable) {
 		sd := cc.SubscriptionTable[t]
 		e.printf("%03d  Topic: %-40s SubExpression: %s\n", i+1, sd.Topic, sd.SubString)
 	}
@@ -410,12 +403,7 @@ func skipAccumulatedMessageCmd() *command {
 // printOffsets prints a reset's new offsets as the offset commands do.
 func printOffsets(e *env, offsets map[client.MessageQueue]int64) {
 	e.printf("%-40s  %-40s  %-40s\n", "#brokerName", "#queueId", "#offset")
-	mqs := make([]client.MessageQueue, 0, len(offsets))
-	for mq := range offsets {
-		mqs = append(mqs, mq)
-	}
-	sortQueues(mqs)
-	for _, mq := range mqs {
+	for _, mq := range sortedQueues(offsets) {
 		e.printf("%-40s  %-40d  %-40d\n", front(mq.BrokerName, 32), mq.QueueID, offsets[mq])
 	}
 }
@@ -438,13 +426,8 @@ func runGetConsumerConfig(e *env) error {
 	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(ci.BrokerAddrTable))
-	for n := range ci.BrokerAddrTable {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	found := false
-	for _, n := range names {
+	for _, n := range sortedKeys(ci.BrokerAddrTable) {
 		bd := ci.BrokerAddrTable[n]
 		// The master, else the member with the lowest id (selectBrokerAddr).
 		addr, lowest := "", int64(-1)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/broker"
 	"github.com/gorocketmq/gorocketmq/client"
+	"github.com/gorocketmq/gorocketmq/cmd/internal/clustertest"
 	"github.com/gorocketmq/gorocketmq/conf"
-	"github.com/gorocketmq/gorocketmq/nameserver"
 )
 
 func TestMain(m *testing.M) {
@@ -51,47 +51,21 @@ type cluster struct {
 // DefaultCluster, and waits until the broker is registered.
 func MustStartCluster(t *testing.T) *cluster {
 	t.Helper()
-	ncfg := conf.DefaultNamesrvConfig()
-	ncfg.BindAddress = "127.0.0.1"
-	ncfg.ListenPort = 0
-	ncfg.KvConfigPath = filepath.Join(t.TempDir(), "kvConfig.json")
-	ncfg.ServerSelectorThreads = 1
-	ncfg.ServerWorkerThreads = 2
-	ns, err := nameserver.New(ncfg, testLogger())
-	require.NoError(t, err)
-	require.NoError(t, ns.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, ns.Shutdown(ctx))
-	})
-
-	cfg := conf.DefaultBrokerConfig()
-	cfg.BrokerName = "broker-a"
-	cfg.BrokerIP1 = "127.0.0.1"
-	cfg.BindAddress = "127.0.0.1"
-	cfg.ListenPort = 0
-	cfg.NamesrvAddr = ns.Addr()
-	cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
-	cfg.MappedFileSizeCommitLog = 1 << 20
-	cfg.MappedFileSizeConsumeQueue = 20 * 1000
-	cfg.MaxHashSlotNum = 1000
-	cfg.MaxIndexNum = 4000
-	cfg.ServerSelectorThreads = 1
-	cfg.SendMessageThreadPoolNums = 2
-	cfg.PullMessageThreadPoolNums = 2
-	cfg.QueryMessageThreadPoolNums = 2
-	cfg.AdminBrokerThreadPoolNums = 2
-	cfg.ClientManageThreadPoolNums = 2
-	cfg.ConsumerManageThreadPoolNums = 2
-	cfg.EndTransactionThreadPoolNums = 2
-	b, err := broker.New(&cfg, testLogger())
-	require.NoError(t, err)
-	require.NoError(t, b.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, b.Shutdown(ctx))
+	ns, b := clustertest.MustStart(t, clustertest.Options{
+		BrokerName: "broker-a",
+		Log:        testLogger(),
+		Namesrv:    func(c *conf.NamesrvConfig) { c.ServerWorkerThreads = 2 },
+		Broker: func(c *conf.BrokerConfig) {
+			c.MappedFileSizeCommitLog = 1 << 20
+			c.MappedFileSizeConsumeQueue = 20 * 1000
+			c.SendMessageThreadPoolNums = 2
+			c.PullMessageThreadPoolNums = 2
+			c.QueryMessageThreadPoolNums = 2
+			c.AdminBrokerThreadPoolNums = 2
+			c.ClientManageThreadPoolNums = 2
+			c.ConsumerManageThreadPoolNums = 2
+			c.EndTransactionThreadPoolNums = 2
+		},
 	})
 
 	a, err := client.NewAdmin(client.WithNameServer(ns.Addr()), client.WithLogger(testLogger()))

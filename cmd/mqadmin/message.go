@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -59,11 +58,7 @@ func printMsg(e *env, m *client.MessageExt, withOffsetID bool) {
 
 // javaProps renders properties as Java's Map.toString, sorted by key.
 func javaProps(p map[string]string) string {
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(p)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = k + "=" + p[k]

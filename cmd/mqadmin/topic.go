@@ -61,6 +61,22 @@ func clusterAddrs(ci *protocol.ClusterInfo, cluster string, withSlaves bool) ([]
 	return out, nil
 }
 
+// targetBrokers returns the brokers a -b/-c command acts on: -b's address,
+// else the addresses clusterAddrs gives for -c. ci may be nil; it is then
+// fetched, and only when -c needs it, so -b alone costs no cluster lookup.
+func targetBrokers(e *env, a *client.Admin, ci *protocol.ClusterInfo, withSlaves bool) ([]string, error) {
+	if e.vals.has("b") {
+		return []string{e.vals.get("b")}, nil
+	}
+	if ci == nil {
+		var err error
+		if ci, err = a.ClusterInfo(e.ctx); err != nil {
+			return nil, err
+		}
+	}
+	return clusterAddrs(ci, e.vals.get("c"), withSlaves)
+}
+
 // brokerNameOf returns the name of the broker group holding addr.
 func brokerNameOf(ci *protocol.ClusterInfo, addr string) (string, bool) {
 	for name, bd := range ci.BrokerAddrTable {
@@ -75,12 +91,7 @@ func brokerNameOf(ci *protocol.ClusterInfo, addr string) (string, bool) {
 
 // clusterOfBroker returns the cluster brokerName belongs to.
 func clusterOfBroker(ci *protocol.ClusterInfo, brokerName string) string {
-	names := make([]string, 0, len(ci.ClusterAddrTable))
-	for c := range ci.ClusterAddrTable {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	for _, c := range names {
+	for _, c := range sortedKeys(ci.ClusterAddrTable) {
 		for _, b := range ci.ClusterAddrTable[c] {
 			if b == brokerName {
 				return c
@@ -137,23 +148,21 @@ func runUpdateTopic(e *env) error {
 	if err != nil {
 		return err
 	}
-	var addrs, brokerNames []string
+	addrs, err := targetBrokers(e, a, ci, false)
+	if err != nil {
+		return err
+	}
+	var brokerNames []string
 	if e.vals.has("b") {
-		addr := e.vals.get("b")
-		addrs = []string{addr}
 		if tc.Order {
-			name, ok := brokerNameOf(ci, addr)
+			name, ok := brokerNameOf(ci, addrs[0])
 			if !ok {
-				return fmt.Errorf("mqadmin: no broker with address %s is registered", addr)
+				return fmt.Errorf("mqadmin: no broker with address %s is registered", addrs[0])
 			}
 			brokerNames = []string{name}
 		}
 	} else {
-		cluster := e.vals.get("c")
-		if addrs, err = clusterAddrs(ci, cluster, false); err != nil {
-			return err
-		}
-		brokerNames = append(brokerNames, ci.ClusterAddrTable[cluster]...)
+		brokerNames = append(brokerNames, ci.ClusterAddrTable[e.vals.get("c")]...)
 		sort.Strings(brokerNames)
 	}
 	for _, addr := range addrs {
@@ -253,11 +262,9 @@ func runUpdateTopicPerm(e *env) error {
 	if err != nil {
 		return err
 	}
-	addrs := []string{e.vals.get("b")}
-	if !e.vals.has("b") {
-		if addrs, err = clusterAddrs(ci, e.vals.get("c"), false); err != nil {
-			return err
-		}
+	addrs, err := targetBrokers(e, a, ci, false)
+	if err != nil {
+		return err
 	}
 	for _, addr := range addrs {
 		name, ok := brokerNameOf(ci, addr)
@@ -343,11 +350,7 @@ func runTopicRoute(e *env) error {
 
 // javaMap renders broker addresses as Java's HashMap.toString: {0=a, 1=b}.
 func javaMap(m map[int64]string) string {
-	ids := make([]int64, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	ids := sortedKeys(m)
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = fmt.Sprintf("%d=%s", id, m[id])
@@ -372,11 +375,7 @@ func runTopicStatus(e *env) error {
 	if err != nil {
 		return err
 	}
-	mqs := make([]client.MessageQueue, 0, len(stats))
-	for mq := range stats {
-		mqs = append(mqs, mq)
-	}
-	sortQueues(mqs)
+	mqs := sortedQueues(stats)
 	e.printf("%-32s  %-4s  %-20s  %-20s    %s\n", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
 	for _, mq := range mqs {
 		off := stats[mq]

@@ -45,24 +45,11 @@ func (f *consumerFlags) validate() error {
 
 func runConsumer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f consumerFlags
-	fs := flag.NewFlagSet("mqbench consumer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := f.validate(); err != nil {
-		return err
-	}
-	stopProfile, err := f.startProfile()
+	log, stopProfile, err := setupRun("consumer", &f, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	log, err := newLogger(stderr, f.logLevel)
-	if err != nil {
-		return err
-	}
 	if f.group == "" {
 		f.group = fmt.Sprintf("benchmark_consumer_%d", os.Getpid())
 	}

@@ -54,24 +54,11 @@ func (f *latencyFlags) validate() error {
 
 func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f latencyFlags
-	fs := flag.NewFlagSet("mqbench latency", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := f.validate(); err != nil {
-		return err
-	}
-	stopProfile, err := f.startProfile()
+	log, stopProfile, err := setupRun("latency", &f, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	log, err := newLogger(stderr, f.logLevel)
-	if err != nil {
-		return err
-	}
 	var runID [8]byte
 	if _, err := rand.Read(runID[:]); err != nil {
 		return err

@@ -31,6 +31,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 func main() {
@@ -148,6 +150,41 @@ func (c *commonFlags) validate() error {
 
 // errBadFlag is a flag value out of range.
 var errBadFlag = errors.New("bad flag")
+
+// commandFlags is one command's flag set: commonFlags plus its own.
+type commandFlags interface {
+	register(fs *flag.FlagSet)
+	validate() error
+	common() *commonFlags
+}
+
+func (c *commonFlags) common() *commonFlags { return c }
+
+// setupRun does what every command does before it runs: parse and check
+// its flags, start the CPU profile when asked (stopProfile ends it; the
+// caller defers it), and build the client logger. name is the command
+// ("producer"), which the flag package names in its messages.
+func setupRun(name string, f commandFlags, args []string, stderr io.Writer) (log logrus.FieldLogger, stopProfile func(), err error) {
+	fs := flag.NewFlagSet("mqbench "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if err := f.validate(); err != nil {
+		return nil, nil, err
+	}
+	c := f.common()
+	stopProfile, err = c.startProfile()
+	if err != nil {
+		return nil, nil, err
+	}
+	if log, err = newLogger(stderr, c.logLevel); err != nil {
+		stopProfile()
+		return nil, nil, err
+	}
+	return log, stopProfile, nil
+}
 
 // parseFlags parses args into fs, mapping the flag package's errors.
 func parseFlags(fs *flag.FlagSet, args []string) error {

@@ -75,24 +75,11 @@ func (f *producerFlags) validate() error {
 
 func runProducer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f producerFlags
-	fs := flag.NewFlagSet("mqbench producer", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := f.validate(); err != nil {
-		return err
-	}
-	stopProfile, err := f.startProfile()
+	log, stopProfile, err := setupRun("producer", &f, args, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopProfile()
-	log, err := newLogger(stderr, f.logLevel)
-	if err != nil {
-		return err
-	}
 	if f.queues > 0 {
 		if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log); err != nil {
 			return err

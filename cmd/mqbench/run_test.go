@@ -4,19 +4,16 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gorocketmq/gorocketmq/broker"
+	"github.com/gorocketmq/gorocketmq/cmd/internal/clustertest"
 	"github.com/gorocketmq/gorocketmq/conf"
-	"github.com/gorocketmq/gorocketmq/nameserver"
 )
 
 // mustStartCluster starts a nameserver and one small broker on loopback
@@ -26,39 +23,13 @@ func mustStartCluster(t *testing.T) string {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 
-	nsCfg := conf.DefaultNamesrvConfig()
-	nsCfg.BindAddress = "127.0.0.1"
-	nsCfg.ListenPort = 0
-	nsCfg.KvConfigPath = filepath.Join(t.TempDir(), "kvConfig.json")
-	nsCfg.ServerSelectorThreads = 1
-	ns, err := nameserver.New(nsCfg, log)
-	require.NoError(t, err)
-	require.NoError(t, ns.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, ns.Shutdown(ctx))
-	})
-
-	cfg := conf.DefaultBrokerConfig()
-	cfg.BrokerName = "bench-test"
-	cfg.BrokerIP1 = "127.0.0.1"
-	cfg.BindAddress = "127.0.0.1"
-	cfg.ListenPort = 0
-	cfg.NamesrvAddr = ns.Addr()
-	cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
-	cfg.MappedFileSizeCommitLog = 4 << 20
-	cfg.MappedFileSizeConsumeQueue = 20 * 10000
-	cfg.MaxHashSlotNum = 1000
-	cfg.MaxIndexNum = 4000
-	cfg.ServerSelectorThreads = 1
-	b, err := broker.New(&cfg, log)
-	require.NoError(t, err)
-	require.NoError(t, b.Start())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		assert.NoError(t, b.Shutdown(ctx))
+	ns, _ := clustertest.MustStart(t, clustertest.Options{
+		BrokerName: "bench-test",
+		Log:        log,
+		Broker: func(c *conf.BrokerConfig) {
+			c.MappedFileSizeCommitLog = 4 << 20
+			c.MappedFileSizeConsumeQueue = 20 * 10000
+		},
 	})
 	return ns.Addr()
 }

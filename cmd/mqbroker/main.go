@@ -11,19 +11,16 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/gorocketmq/gorocketmq/broker"
+	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
 )
 
@@ -31,8 +28,7 @@ import (
 const shutdownTimeout = 30 * time.Second
 
 func main() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	sigs := daemon.StopSignals()
 	tuneGC(os.Getenv)
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr, sigs, nil))
 }
@@ -48,22 +44,14 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer, st
 	printConfig := fs.Bool("p", false, "print the effective configuration and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	pprofAddr := fs.String("pprof", "", "serve /debug/pprof/ on this loopback ip:port (off when empty)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := daemon.ParseFlags(fs, args); !ok {
+		return code
 	}
-
-	log := logrus.New()
-	log.SetOutput(stderr)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	lvl, err := logrus.ParseLevel(*logLevel)
+	log, err := daemon.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "mqbroker: -log-level: %v\n", err)
 		return 2
 	}
-	log.SetLevel(lvl)
 
 	cfg := conf.DefaultBrokerConfig()
 	// Precedence, lowest first: NAMESRV_ADDR, the file, -n (as RocketMQ).
@@ -104,26 +92,6 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer, st
 		fmt.Fprintf(stderr, "mqbroker: %v\n", err)
 		return 1
 	}
-	if err := b.Start(); err != nil {
-		log.WithError(err).Error("cannot start")
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		_ = b.Shutdown(ctx)
-		return 1
-	}
-	log.WithFields(logrus.Fields{"brokerName": cfg.BrokerName, "addr": b.Addr(), "namesrv": cfg.NamesrvAddr}).
-		Info("The broker boot success.")
-	if started != nil {
-		started <- b.Addr()
-	}
-
-	sig := <-stop
-	log.WithField("signal", sig).Info("shutting down")
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := b.Shutdown(ctx); err != nil {
-		log.WithError(err).Error("shutdown")
-		return 1
-	}
-	return 0
+	return daemon.Run(b, log, shutdownTimeout, "The broker boot success.",
+		logrus.Fields{"brokerName": cfg.BrokerName, "namesrv": cfg.NamesrvAddr}, stop, started)
 }

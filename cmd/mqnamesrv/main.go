@@ -8,18 +8,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
+	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/nameserver"
 )
@@ -29,8 +24,7 @@ import (
 const shutdownTimeout = 15 * time.Second
 
 func main() {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	sigs := daemon.StopSignals()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, sigs, nil))
 }
 
@@ -42,22 +36,14 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 	configFile := fs.String("c", "", "config file (RocketMQ properties style, or .yaml)")
 	printConfig := fs.Bool("p", false, "print the effective configuration and exit")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := daemon.ParseFlags(fs, args); !ok {
+		return code
 	}
-
-	log := logrus.New()
-	log.SetOutput(stderr)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	lvl, err := logrus.ParseLevel(*logLevel)
+	log, err := daemon.NewLogger(stderr, *logLevel)
 	if err != nil {
 		fmt.Fprintf(stderr, "mqnamesrv: -log-level: %v\n", err)
 		return 2
 	}
-	log.SetLevel(lvl)
 
 	cfg, err := conf.LoadNamesrvConfig(*configFile, log)
 	if err != nil {
@@ -74,25 +60,5 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 		fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
 		return 1
 	}
-	if err := ns.Start(); err != nil {
-		log.WithError(err).Error("cannot start")
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		_ = ns.Shutdown(ctx)
-		return 1
-	}
-	log.WithField("addr", ns.Addr()).Info("The Name Server boot success.")
-	if started != nil {
-		started <- ns.Addr()
-	}
-
-	sig := <-stop
-	log.WithField("signal", sig).Info("shutting down")
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	if err := ns.Shutdown(ctx); err != nil {
-		log.WithError(err).Error("shutdown")
-		return 1
-	}
-	return 0
+	return daemon.Run(ns, log, shutdownTimeout, "The Name Server boot success.", nil, stop, started)
 }

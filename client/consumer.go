@@ -54,6 +54,7 @@ type consumerBase struct {
 	subs     map[string]*subscription
 	assigned map[string][]MessageQueue // pull consumer Assign: topic -> queues
 	pqs      map[MessageQueue]*processQueue
+	pqsGen   uint64 // bumped whenever pqs changes, so a view of it can be cached
 
 	rebalanceCh chan struct{}
 	paused      atomic.Bool // push consumer Suspend: no queue pulls
@@ -485,6 +486,7 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 			return false
 		}
 		b.pqs[mq] = pq
+		b.pqsGen++
 		b.mu.Unlock()
 		b.startQueue(pq)
 		b.c.log.WithFields(logrus.Fields{"queue": mq, "offset": off}).Debug("queue assigned")
@@ -512,6 +514,7 @@ func (b *consumerBase) removeQueue(ctx context.Context, pq *processQueue) {
 	b.mu.Lock()
 	if b.pqs[pq.mq] == pq {
 		delete(b.pqs, pq.mq)
+		b.pqsGen++
 	}
 	b.mu.Unlock()
 	pq.drop()

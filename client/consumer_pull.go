@@ -22,6 +22,16 @@ type PullConsumer struct {
 
 	pollMu sync.Mutex // serialises Poll, Commit and Seek
 	next   int        // round-robin start among queues
+	// polled lists the queues Poll returned messages of since the last
+	// commit: only they can have anything to commit, so a commit need not
+	// visit every queue.
+	polled []*processQueue
+	// sorted is every queue in queue order as of pqsGen sortedGen, and
+	// active the unpaused ones of the current Poll: rebuilt only when the
+	// assignment changes, not on every Poll.
+	sorted    []*processQueue
+	sortedGen uint64
+	active    []*processQueue
 
 	stateMu  sync.Mutex
 	started  bool
@@ -159,6 +169,7 @@ func (pc *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 			pq := pqs[(pc.next+i)%len(pqs)]
 			if msgs := pq.takeOrdered(int(pc.b.c.o.pullBatchSize)); len(msgs) > 0 {
 				pc.next = (pc.next + i + 1) % len(pqs)
+				pc.notePolled(pq)
 				return msgs, nil
 			}
 		}
@@ -172,21 +183,30 @@ func (pc *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 	}
 }
 
+// activeQueues returns the unpaused queues in queue order; the slice is
+// reused by the next call (both run under pollMu).
 func (pc *PullConsumer) activeQueues() []*processQueue {
 	pc.b.mu.Lock()
-	defer pc.b.mu.Unlock()
-	mqs := make([]MessageQueue, 0, len(pc.b.pqs))
-	for mq, pq := range pc.b.pqs {
-		if !pq.paused.Load() {
+	if pc.sorted == nil || pc.sortedGen != pc.b.pqsGen {
+		mqs := make([]MessageQueue, 0, len(pc.b.pqs))
+		for mq := range pc.b.pqs {
 			mqs = append(mqs, mq)
 		}
+		sortQueues(mqs)
+		pc.sorted = make([]*processQueue, len(mqs))
+		for i, mq := range mqs {
+			pc.sorted[i] = pc.b.pqs[mq]
+		}
+		pc.sortedGen = pc.b.pqsGen
 	}
-	sortQueues(mqs)
-	out := make([]*processQueue, len(mqs))
-	for i, mq := range mqs {
-		out[i] = pc.b.pqs[mq]
+	pc.b.mu.Unlock()
+	pc.active = pc.active[:0]
+	for _, pq := range pc.sorted {
+		if !pq.paused.Load() {
+			pc.active = append(pc.active, pq)
+		}
 	}
-	return out
+	return pc.active
 }
 
 // Commit marks every message Poll has returned as consumed and stores the
@@ -202,29 +222,33 @@ func (pc *PullConsumer) Commit(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// commitLocked acknowledges the polled messages in memory and returns the
-// queues whose offset moved.
-func (pc *PullConsumer) commitLocked() []MessageQueue {
-	pc.b.mu.Lock()
-	pqs := make([]*processQueue, 0, len(pc.b.pqs))
-	for _, pq := range pc.b.pqs {
-		pqs = append(pqs, pq)
-	}
-	pc.b.mu.Unlock()
-	var moved []MessageQueue
-	for _, pq := range pqs {
-		pq.mu.Lock()
-		polled := make([]*MessageExt, 0, len(pq.consuming))
-		for _, m := range pq.consuming {
-			polled = append(polled, m)
+// notePolled records that Poll returned messages of pq (a poll batch comes
+// from one queue; the list holds each queue once).
+func (pc *PullConsumer) notePolled(pq *processQueue) {
+	for _, p := range pc.polled {
+		if p == pq {
+			return
 		}
-		pq.mu.Unlock()
-		if len(polled) == 0 {
+	}
+	pc.polled = append(pc.polled, pq)
+}
+
+// commitLocked acknowledges the polled messages in memory and returns the
+// queues whose offset moved. A queue rebalance took away (dropped) is left
+// alone: its offset is no longer this consumer's to store.
+func (pc *PullConsumer) commitLocked() []MessageQueue {
+	var moved []MessageQueue
+	for i, pq := range pc.polled {
+		pc.polled[i] = nil
+		if pq.dropped.Load() {
 			continue
 		}
-		pc.b.store.update(pq.mq, pq.remove(polled), true)
-		moved = append(moved, pq.mq)
+		if off, ok := pq.ackConsuming(); ok {
+			pc.b.store.update(pq.mq, off, true)
+			moved = append(moved, pq.mq)
+		}
 	}
+	pc.polled = pc.polled[:0]
 	return moved
 }
 

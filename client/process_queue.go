@@ -14,14 +14,20 @@ import (
 type processQueue struct {
 	mq MessageQueue
 
-	mu         sync.Mutex // guards the fields below
-	msgs       map[int64]*MessageExt
-	size       int64 // body bytes of msgs
+	mu   sync.Mutex // guards the fields below
+	msgs map[int64]*MessageExt
+	size int64 // body bytes of msgs
+	// order holds the offsets of msgs in ascending order, and possibly
+	// offsets no longer in msgs (removed by a push consumer's ack), skipped
+	// when met and compacted away in put. It spares takeOrdered a sort and
+	// commitOffsetLocked a walk of msgs on every poll.
+	order      []int64
 	maxOffset  int64 // highest offset ever queued
 	nextOffset int64 // next offset to pull
 	generation int64 // bumped by seek: pulls in flight are discarded
 	suggestID  int64 // brokerId the broker suggested for the next pull
 	consuming  map[int64]*MessageExt
+	consSize   int64     // body bytes of consuming
 	lockUntil  time.Time // broker lock held until (orderly)
 
 	dropped atomic.Bool
@@ -63,7 +69,11 @@ func (pq *processQueue) put(msgs []*MessageExt) int {
 		if m.QueueOffset > pq.maxOffset {
 			pq.maxOffset = m.QueueOffset
 		}
+		pq.insertOrderLocked(m.QueueOffset)
 		n++
+	}
+	if len(pq.order) > 2*len(pq.msgs)+1024 {
+		pq.compactOrderLocked()
 	}
 	select {
 	case pq.ready <- struct{}{}:
@@ -76,12 +86,49 @@ func (pq *processQueue) put(msgs []*MessageExt) int {
 func (pq *processQueue) cached() (int, int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	n := len(pq.msgs) + len(pq.consuming)
-	var size int64
-	for _, m := range pq.consuming {
-		size += int64(len(m.Body))
+	return len(pq.msgs) + len(pq.consuming), pq.size + pq.consSize
+}
+
+// insertOrderLocked adds off to order; pulls come in offset order, so this
+// is nearly always an append.
+func (pq *processQueue) insertOrderLocked(off int64) {
+	n := len(pq.order)
+	if n == 0 || pq.order[n-1] < off {
+		pq.order = append(pq.order, off)
+		return
 	}
-	return n, pq.size + size
+	i := sort.Search(n, func(i int) bool { return pq.order[i] >= off })
+	if i < n && pq.order[i] == off {
+		return // a stale entry of the same offset: it is live again
+	}
+	pq.order = append(pq.order, 0)
+	copy(pq.order[i+1:], pq.order[i:])
+	pq.order[i] = off
+}
+
+// compactOrderLocked drops the offsets no longer in msgs.
+func (pq *processQueue) compactOrderLocked() {
+	live := pq.order[:0]
+	for _, off := range pq.order {
+		if _, ok := pq.msgs[off]; ok {
+			live = append(live, off)
+		}
+	}
+	clear(pq.order[len(live):])
+	pq.order = live
+}
+
+// lowestLocked returns the lowest offset in msgs, dropping the stale
+// entries in front of it from order.
+func (pq *processQueue) lowestLocked() (int64, bool) {
+	for len(pq.order) > 0 {
+		off := pq.order[0]
+		if _, ok := pq.msgs[off]; ok {
+			return off, true
+		}
+		pq.order = pq.order[1:]
+	}
+	return 0, false
 }
 
 // remove acknowledges msgs and returns the offset to commit: the smallest
@@ -94,18 +141,34 @@ func (pq *processQueue) remove(msgs []*MessageExt) int64 {
 			pq.size -= int64(len(old.Body))
 			delete(pq.msgs, m.QueueOffset)
 		}
-		delete(pq.consuming, m.QueueOffset)
+		if old, ok := pq.consuming[m.QueueOffset]; ok {
+			pq.consSize -= int64(len(old.Body))
+			delete(pq.consuming, m.QueueOffset)
+		}
 	}
 	return pq.commitOffsetLocked()
 }
 
+// ackConsuming acknowledges every message taken by takeOrdered (a pull
+// consumer's commit) and returns the offset to commit; false when there
+// was none.
+func (pq *processQueue) ackConsuming() (int64, bool) {
+	pq.mu.Lock()
+	defer pq.mu.Unlock()
+	if len(pq.consuming) == 0 {
+		return 0, false
+	}
+	clear(pq.consuming)
+	pq.consSize = 0
+	return pq.commitOffsetLocked(), true
+}
+
 func (pq *processQueue) commitOffsetLocked() int64 {
 	low := int64(-1)
-	for off := range pq.msgs {
-		if low < 0 || off < low {
-			low = off
-		}
+	if off, ok := pq.lowestLocked(); ok {
+		low = off
 	}
+	// consuming holds at most a batch or two in flight.
 	for off := range pq.consuming {
 		if low < 0 || off < low {
 			low = off
@@ -122,22 +185,21 @@ func (pq *processQueue) commitOffsetLocked() int64 {
 func (pq *processQueue) takeOrdered(n int) []*MessageExt {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
-	offs := make([]int64, 0, len(pq.msgs))
-	for off := range pq.msgs {
-		offs = append(offs, off)
-	}
-	sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
-	if len(offs) > n {
-		offs = offs[:n]
-	}
-	out := make([]*MessageExt, 0, len(offs))
-	for _, off := range offs {
-		m := pq.msgs[off]
+	out := make([]*MessageExt, 0, min(n, len(pq.msgs)))
+	i := 0
+	for ; i < len(pq.order) && len(out) < n; i++ {
+		off := pq.order[i]
+		m, ok := pq.msgs[off]
+		if !ok {
+			continue // stale
+		}
 		delete(pq.msgs, off)
 		pq.size -= int64(len(m.Body))
 		pq.consuming[off] = m
+		pq.consSize += int64(len(m.Body))
 		out = append(out, m)
 	}
+	pq.order = pq.order[i:]
 	return out
 }
 
@@ -150,8 +212,10 @@ func (pq *processQueue) giveBack(msgs []*MessageExt) {
 			continue
 		}
 		delete(pq.consuming, m.QueueOffset)
+		pq.consSize -= int64(len(m.Body))
 		pq.msgs[m.QueueOffset] = m
 		pq.size += int64(len(m.Body))
+		pq.insertOrderLocked(m.QueueOffset)
 	}
 }
 
@@ -161,7 +225,8 @@ func (pq *processQueue) reset(offset int64) {
 	defer pq.mu.Unlock()
 	pq.msgs = map[int64]*MessageExt{}
 	pq.consuming = map[int64]*MessageExt{}
-	pq.size = 0
+	pq.order = nil
+	pq.size, pq.consSize = 0, 0
 	pq.nextOffset = offset
 	pq.maxOffset = offset - 1
 	pq.generation++

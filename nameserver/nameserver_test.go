@@ -196,17 +196,19 @@ func TestBrokerExpiresAfterSilence(t *testing.T) {
 	// silent even on a loaded CI machine.
 	cfg.BrokerChannelExpiredTime = 1000
 	ns := MustStartNameServer(t, cfg)
-	cl := mustClient(t)
+	// Each broker has its own connection, as real brokers do: the
+	// nameserver closes an expired broker's connection.
+	cl, clA, clB := mustClient(t), mustClient(t), mustClient(t)
 	a := brokerA()
 	b := broker{cluster: "DefaultCluster", name: "broker-b", addr: "127.0.0.3:10911", topics: []*protocol.TopicConfig{tc("TopicA", 2, 2, 6)}}
 	registeredAt := time.Now() // a's last update is no earlier than this
-	a.mustRegister(t, cl, ns.Addr())
-	b.mustRegister(t, cl, ns.Addr())
+	a.mustRegister(t, clA, ns.Addr())
+	b.mustRegister(t, clB, ns.Addr())
 	require.Len(t, mustRoute(t, cl, ns.Addr(), "TopicA").QueueDatas, 2)
 
 	// b keeps registering (every 50 ms, as a broker does every 30 s); a goes silent.
 	require.Eventually(t, func() bool {
-		b.mustRegister(t, cl, ns.Addr())
+		b.mustRegister(t, clB, ns.Addr())
 		_, alive := ns.Routes().LiveBroker(a.addr)
 		return !alive
 	}, 5*time.Second, 50*time.Millisecond)

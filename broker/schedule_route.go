@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -136,15 +135,17 @@ func timerDeliverTime(props map[string]string, now time.Time) (int64, bool, erro
 	return 0, false, nil
 }
 
-// putMessage stores a message for its real topic after routeDelay: the
+// appendMessage stores a message for its real topic after routeDelay: the
 // one path for sends, send-backs and transaction commits. A routing refusal
 // (bad or too late delivery time) is the error; nothing is stored then.
-func (b *Broker) putMessage(ctx context.Context, msg *message.MessageExt) (store.PutResult, error) {
+// mustWait is store.Store.AppendMessage's: the caller acknowledges only once
+// OnFlushed reports the message durable.
+func (b *Broker) appendMessage(msg *message.MessageExt) (res store.PutResult, mustWait bool, err error) {
 	parked, err := b.routeDelay(msg, time.Now())
 	if err != nil {
-		return store.PutResult{Status: store.MessageIllegal, Err: err}, err
+		return store.PutResult{Status: store.MessageIllegal, Err: err}, false, err
 	}
-	res := b.store.PutMessage(ctx, msg)
+	res, mustWait = b.store.AppendMessage(msg)
 	if parked && res.OK() {
 		switch msg.Topic {
 		case ScheduleTopic:
@@ -153,30 +154,19 @@ func (b *Broker) putMessage(ctx context.Context, msg *message.MessageExt) (store
 			b.timer.signal()
 		}
 	}
-	return res, nil
+	return res, mustWait, nil
 }
 
-// putMessageAsync is putMessage reporting through done (exactly once, see
-// store.Store.PutMessageAsync): a send does not hold its worker while a
-// SYNC_FLUSH group commit gathers writers.
-func (b *Broker) putMessageAsync(msg *message.MessageExt, done func(store.PutResult, error)) {
-	parked, err := b.routeDelay(msg, time.Now())
-	if err != nil {
-		done(store.PutResult{Status: store.MessageIllegal, Err: err}, err)
-		return
+// putMessage is appendMessage that waits for the flush when one is due
+// (send-backs and transaction commits answer only once stored for good).
+func (b *Broker) putMessage(msg *message.MessageExt) (store.PutResult, error) {
+	res, mustWait, err := b.appendMessage(msg)
+	if err != nil || !mustWait {
+		return res, err
 	}
-	topic := msg.Topic
-	b.store.PutMessageAsync(msg, func(res store.PutResult) {
-		if parked && res.OK() {
-			switch topic {
-			case ScheduleTopic:
-				b.schedule.signal()
-			case TimerTopic:
-				b.timer.signal()
-			}
-		}
-		done(res, nil)
-	})
+	flushed := make(chan store.PutResult, 1)
+	b.store.OnFlushed(res, func(r store.PutResult) { flushed <- r }) // bounded by SyncFlushTimeout
+	return <-flushed, nil
 }
 
 // restoreParked turns a message read back from a holding topic into the

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -201,49 +200,30 @@ func (b *Broker) processSend(c *remoting.Conn, req *remoting.Command) (*remoting
 			return respond(req, remoting.MessageIllegal, err.Error()), nil
 		}
 		b.trans.prepare(&ext)
-		return b.settle(c, req, func(done func(*remoting.Command)) {
-			b.store.PutMessageAsync(&ext, func(res store.PutResult) {
-				done(b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]))
-			})
-		}), nil
+		res, mustWait := b.store.AppendMessage(&ext)
+		return b.answerPut(c, req, &h, res, mustWait, queueID, props[message.PropUniqKey]), nil
 	}
-	return b.settle(c, req, func(done func(*remoting.Command)) {
-		b.putMessageAsync(&ext, func(res store.PutResult, err error) {
-			if err != nil {
-				done(respond(req, remoting.MessageIllegal, err.Error()))
-				return
-			}
-			done(b.putResultResponse(req, &h, res, queueID, props[message.PropUniqKey]))
-		})
-	}), nil
+	res, mustWait, err := b.appendMessage(&ext)
+	if err != nil {
+		return respond(req, remoting.MessageIllegal, err.Error()), nil
+	}
+	return b.answerPut(c, req, &h, res, mustWait, queueID, props[message.PropUniqKey]), nil
 }
 
-// settle runs put, which calls done exactly once with the response. When
-// done runs before put returns (ASYNC_FLUSH, refusals, WAIT=false), the
-// response is returned for the server to write. When it runs later (a
-// SYNC_FLUSH put answered by the group commit loop), settle has already
-// returned nil, freeing the send worker during the flush wait, and the
-// response is written to c from the flush goroutine.
-func (b *Broker) settle(c *remoting.Conn, req *remoting.Command, put func(done func(*remoting.Command))) *remoting.Command {
-	var (
-		mu       sync.Mutex
-		returned bool
-		early    *remoting.Command
-	)
-	put(func(resp *remoting.Command) {
-		mu.Lock()
-		if !returned {
-			early = resp
-			mu.Unlock()
-			return
-		}
-		mu.Unlock()
-		b.replyLate(c, req, resp)
+// answerPut returns a send's response, or nil when the store must still
+// flush the message (SYNC_FLUSH): then the group commit loop answers once it
+// is durable, and the send worker is free meanwhile. Only that path
+// allocates a callback.
+func (b *Broker) answerPut(c *remoting.Conn, req *remoting.Command, h *sendHeader, res store.PutResult, mustWait bool,
+	queueID int32, uniqKey string) *remoting.Command {
+	if !mustWait {
+		return b.putResultResponse(req, h, res, queueID, uniqKey)
+	}
+	hc := *h
+	b.store.OnFlushed(res, func(r store.PutResult) {
+		b.replyLate(c, req, b.putResultResponse(req, &hc, r, queueID, uniqKey))
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	returned = true
-	return early
+	return nil
 }
 
 // replyLate writes a send's response from the flush goroutine. It must not
@@ -351,11 +331,8 @@ func (b *Broker) sendBatch(c *remoting.Conn, req *remoting.Command, h *sendHeade
 	}
 	batch := message.MessageExtBatch{MessageExt: *ext}
 	batch.Body = body
-	return b.settle(c, req, func(done func(*remoting.Command)) {
-		b.store.PutMessagesAsync(&batch, func(res store.PutResult) {
-			done(b.putResultResponse(req, h, res, ext.QueueID, ""))
-		})
-	}), nil
+	res, mustWait := b.store.AppendMessages(&batch)
+	return b.answerPut(c, req, h, res, mustWait, ext.QueueID, ""), nil
 }
 
 // uniqKeyEntryLen is the length of "UNIQ_KEY" 0x01 plus a 32-character id

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -94,7 +93,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *remoting.Command) (*remo
 		}
 		next.SetProperty(message.PropDelayTimeLevel, strconv.Itoa(level))
 	}
-	res, err := b.putMessage(context.Background(), next)
+	res, err := b.putMessage(next)
 	if err != nil {
 		return respond(req, remoting.MessageIllegal, err.Error()), nil
 	}

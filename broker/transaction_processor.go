@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -90,7 +89,7 @@ func (b *Broker) processEndTransaction(c *remoting.Conn, req *remoting.Command) 
 	if decision == decisionCommit {
 		msg := committedMessage(half)
 		msg.StoreHost = b.StoreHost()
-		res, err := b.putMessage(context.Background(), msg)
+		res, err := b.putMessage(msg)
 		if err != nil || !res.OK() {
 			t.abort(half.QueueOffset)
 			remark := fmt.Sprintf("commit of half message %d failed: %s", half.QueueOffset, res.Status)

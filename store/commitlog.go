@@ -356,25 +356,22 @@ func encodeError(err error) PutResult {
 // message has WAIT=false). msg's QueueOffset, CommitLogOffset,
 // StoreTimestamp, StoreSize, BodyCRC and (if unset) StoreHost are updated.
 func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) PutResult {
-	res, wait := cl.appendMessage(msg)
-	if res.Status != PutOK {
+	res, mustWait := cl.AppendMessage(msg)
+	if !mustWait {
 		return res
 	}
-	return cl.waitFlush(ctx, res, wait)
+	return cl.waitFlushed(ctx, res)
 }
 
-// PutMessageAsync is PutMessage without blocking on the flush: done is
-// called once with the result, on the caller's goroutine when nothing needs
-// waiting for, else on the flush goroutine once the record is durable (or the
-// flush failed or timed out). done must not block. A broker uses it so a
-// SYNC_FLUSH send does not hold a worker while group commit gathers writers.
-func (cl *CommitLog) PutMessageAsync(msg *message.MessageExt, done func(PutResult)) {
+// AppendMessage is PutMessage without the flush wait: it returns once the
+// record is appended. mustWait reports that the record still has to reach
+// the disk before it may be acknowledged (SYNC_FLUSH, WAIT not "false"); the
+// caller then hands the result to OnFlushed. A broker uses it so a send does
+// not hold a worker while group commit gathers writers, and allocates
+// nothing for that when there is nothing to wait for.
+func (cl *CommitLog) AppendMessage(msg *message.MessageExt) (res PutResult, mustWait bool) {
 	res, wait := cl.appendMessage(msg)
-	if res.Status != PutOK {
-		done(res)
-		return
-	}
-	cl.waitFlushAsync(res, wait, done)
+	return cl.appended(res, wait)
 }
 
 // appendMessage encodes and appends one message; wait reports whether the
@@ -409,22 +406,29 @@ func (cl *CommitLog) appendMessage(msg *message.MessageExt) (PutResult, bool) {
 // transaction type or a delay level (CommitLog.asyncPutMessages), and its
 // whole body must be within MaxMessageSize.
 func (cl *CommitLog) PutMessages(ctx context.Context, batch *message.MessageExtBatch) PutResult {
-	res, wait := cl.appendBatch(batch)
-	if res.Status != PutOK {
+	res, mustWait := cl.AppendMessages(batch)
+	if !mustWait {
 		return res
 	}
-	return cl.waitFlush(ctx, res, wait)
+	return cl.waitFlushed(ctx, res)
 }
 
-// PutMessagesAsync is PutMessages without blocking on the flush; done as
-// for PutMessageAsync.
-func (cl *CommitLog) PutMessagesAsync(batch *message.MessageExtBatch, done func(PutResult)) {
+// AppendMessages is PutMessages without the flush wait, as AppendMessage.
+func (cl *CommitLog) AppendMessages(batch *message.MessageExtBatch) (res PutResult, mustWait bool) {
 	res, wait := cl.appendBatch(batch)
+	return cl.appended(res, wait)
+}
+
+// appended tells dispatch about a stored record and says whether its writer
+// must wait for the flush.
+func (cl *CommitLog) appended(res PutResult, wait bool) (PutResult, bool) {
 	if res.Status != PutOK {
-		done(res)
-		return
+		return res, false
 	}
-	cl.waitFlushAsync(res, wait, done)
+	if cl.appendHook != nil {
+		cl.appendHook()
+	}
+	return res, wait && cl.cfg.FlushDiskType == SyncFlush
 }
 
 func (cl *CommitLog) appendBatch(batch *message.MessageExtBatch) (PutResult, bool) {
@@ -560,14 +564,9 @@ func (cl *CommitLog) writeAt(mf *MappedFile, b []byte, pos int) error {
 	return nil
 }
 
-// waitFlush applies the flush policy to a stored put.
-func (cl *CommitLog) waitFlush(ctx context.Context, res PutResult, wait bool) PutResult {
-	if cl.appendHook != nil {
-		cl.appendHook()
-	}
-	if cl.cfg.FlushDiskType != SyncFlush || !wait {
-		return res
-	}
+// waitFlushed blocks until res's records are on disk, the flush fails,
+// SyncFlushTimeout passes or ctx ends (then FLUSH_DISK_TIMEOUT with the cause).
+func (cl *CommitLog) waitFlushed(ctx context.Context, res PutResult) PutResult {
 	if err := cl.flush.waitFlushed(ctx, res.WroteOffset+int64(res.WroteBytes)); err != nil {
 		res.Status = FlushDiskTimeout
 		res.Err = err
@@ -575,15 +574,11 @@ func (cl *CommitLog) waitFlush(ctx context.Context, res PutResult, wait bool) Pu
 	return res
 }
 
-// waitFlushAsync is waitFlush reporting through done instead of blocking.
-func (cl *CommitLog) waitFlushAsync(res PutResult, wait bool, done func(PutResult)) {
-	if cl.appendHook != nil {
-		cl.appendHook()
-	}
-	if cl.cfg.FlushDiskType != SyncFlush || !wait {
-		done(res)
-		return
-	}
+// OnFlushed calls done once with res when its records are on disk, or with
+// FLUSH_DISK_TIMEOUT and the cause when the flush failed or SyncFlushTimeout
+// passed (the records stay stored). done runs on the group commit goroutine
+// (or the timeout's) and must not block.
+func (cl *CommitLog) OnFlushed(res PutResult, done func(PutResult)) {
 	cl.flush.waitFlushedAsync(res.WroteOffset+int64(res.WroteBytes), func(err error) {
 		if err != nil {
 			res.Status = FlushDiskTimeout

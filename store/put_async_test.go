@@ -12,6 +12,40 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// clPutAsync appends and reports through done, at once or once durable:
+// the way a broker acknowledges without holding a worker.
+func clPutAsync(cl *CommitLog, m *message.MessageExt, done func(PutResult)) {
+	if res, mustWait := cl.AppendMessage(m); mustWait {
+		cl.OnFlushed(res, done)
+	} else {
+		done(res)
+	}
+}
+
+func clPutBatchAsync(cl *CommitLog, b *message.MessageExtBatch, done func(PutResult)) {
+	if res, mustWait := cl.AppendMessages(b); mustWait {
+		cl.OnFlushed(res, done)
+	} else {
+		done(res)
+	}
+}
+
+func storePutAsync(s *Store, m *message.MessageExt, done func(PutResult)) {
+	if res, mustWait := s.AppendMessage(m); mustWait {
+		s.OnFlushed(res, done)
+	} else {
+		done(res)
+	}
+}
+
+func storePutBatchAsync(s *Store, b *message.MessageExtBatch, done func(PutResult)) {
+	if res, mustWait := s.AppendMessages(b); mustWait {
+		s.OnFlushed(res, done)
+	} else {
+		done(res)
+	}
+}
+
 // collect gathers async put results.
 type collect struct {
 	mu  sync.Mutex
@@ -48,7 +82,7 @@ func TestPutMessageAsyncGroupCommit(t *testing.T) {
 	var c collect
 	c.wg.Add(n)
 	for i := range n {
-		cl.PutMessageAsync(clMsg("AG", int32(i%4), clBody(i, 512), nil), func(r PutResult) {
+		clPutAsync(cl, clMsg("AG", int32(i%4), clBody(i, 512), nil), func(r PutResult) {
 			// The record must be durable when the answer arrives.
 			if r.Status == PutOK && cl.FlushedWhere() < r.WroteOffset+int64(r.WroteBytes) {
 				r.Status, r.Err = UnknownError, errors.New("answered before its flush")
@@ -69,7 +103,7 @@ func TestPutMessageAsyncGroupCommit(t *testing.T) {
 func TestPutMessagesAsyncBatchAndAsyncFlushAnswerAtOnce(t *testing.T) {
 	cl := mustOpenCommitLog(t, clTestConfig(t, AsyncFlush), nil, true, nil)
 	answered := false
-	cl.PutMessageAsync(clMsg("AA", 0, []byte("x"), nil), func(r PutResult) {
+	clPutAsync(cl, clMsg("AA", 0, []byte("x"), nil), func(r PutResult) {
 		answered = true
 		assert.Equal(t, PutOK, r.Status)
 	})
@@ -78,7 +112,7 @@ func TestPutMessagesAsyncBatchAndAsyncFlushAnswerAtOnce(t *testing.T) {
 	sync := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, nil)
 	var c collect
 	c.wg.Add(1)
-	sync.PutMessagesAsync(clBatch(t, "AB", 0, 5), c.done)
+	clPutBatchAsync(sync, clBatch(t, "AB", 0, 5), c.done)
 	res := c.wait(t)
 	require.Equal(t, PutOK, res[0].Status, "%v", res[0].Err)
 	assert.Equal(t, 5, res[0].MsgNum)
@@ -86,7 +120,7 @@ func TestPutMessagesAsyncBatchAndAsyncFlushAnswerAtOnce(t *testing.T) {
 
 	// A refused put is answered at once too.
 	answered = false
-	sync.PutMessageAsync(clMsg("AB", 0, make([]byte, sync.cfg.MaxMessageSize+1), nil), func(r PutResult) {
+	clPutAsync(sync, clMsg("AB", 0, make([]byte, sync.cfg.MaxMessageSize+1), nil), func(r PutResult) {
 		answered = true
 		assert.Equal(t, MessageIllegal, r.Status)
 	})
@@ -101,7 +135,7 @@ func TestPutMessageAsyncFlushErrorAndTimeout(t *testing.T) {
 	var c collect
 	c.wg.Add(3)
 	for range 3 {
-		cl.PutMessageAsync(clMsg("AE", 0, []byte("p"), nil), c.done)
+		clPutAsync(cl, clMsg("AE", 0, []byte("p"), nil), c.done)
 	}
 	for _, r := range c.wait(t) {
 		assert.Equal(t, FlushDiskTimeout, r.Status)
@@ -121,7 +155,7 @@ func TestPutMessageAsyncFlushErrorAndTimeout(t *testing.T) {
 	t.Cleanup(func() { close(release) }) // runs before the commitlog's Shutdown cleanup
 	var d collect
 	d.wg.Add(1)
-	slow.PutMessageAsync(clMsg("AT", 0, []byte("slow"), nil), d.done)
+	clPutAsync(slow, clMsg("AT", 0, []byte("slow"), nil), d.done)
 	r := d.wait(t)[0]
 	assert.Equal(t, FlushDiskTimeout, r.Status)
 	assert.ErrorIs(t, r.Err, ErrFlushTimeout)
@@ -148,7 +182,7 @@ func TestStorePutMessageAsync(t *testing.T) {
 	var c collect
 	c.wg.Add(10)
 	for i := range 10 {
-		s.PutMessageAsync(newTestMessage("SA", 1, body(i, 64), "t", ""), c.done)
+		storePutAsync(s, newTestMessage("SA", 1, body(i, 64), "t", ""), c.done)
 	}
 	for _, r := range c.wait(t) {
 		require.Equal(t, PutOK, r.Status, "%v", r.Err)
@@ -159,7 +193,7 @@ func TestStorePutMessageAsync(t *testing.T) {
 	require.NoError(t, s.Shutdown(context.Background()))
 	var d collect
 	d.wg.Add(1)
-	s.PutMessagesAsync(&message.MessageExtBatch{MessageExt: *newTestMessage("SA", 1, nil, "", "")}, d.done)
+	storePutBatchAsync(s, &message.MessageExtBatch{MessageExt: *newTestMessage("SA", 1, nil, "", "")}, d.done)
 	r := d.wait(t)[0]
 	assert.Equal(t, ServiceNotAvailable, r.Status)
 	assert.ErrorIs(t, r.Err, ErrShutdown)
@@ -198,4 +232,21 @@ func TestCheckRecordDispatchFields(t *testing.T) {
 	assert.EqualValues(t, 1700000000123, d.TagsCode)
 	d = put(timerTopic, map[string]string{message.PropTimerOutMS: "not a number"})
 	assert.Zero(t, d.TagsCode)
+}
+
+// mustWait is true only where an acknowledgement has to wait for the disk.
+func TestAppendMessageMustWait(t *testing.T) {
+	async := mustOpenCommitLog(t, clTestConfig(t, AsyncFlush), nil, true, nil)
+	_, mustWait := async.AppendMessage(clMsg("W", 0, []byte("x"), nil))
+	assert.False(t, mustWait, "ASYNC_FLUSH acknowledges from the page cache")
+
+	sync := mustOpenCommitLog(t, clTestConfig(t, SyncFlush), nil, true, nil)
+	res, mustWait := sync.AppendMessage(clMsg("W", 0, []byte("x"), nil))
+	require.Equal(t, PutOK, res.Status)
+	assert.True(t, mustWait)
+	_, mustWait = sync.AppendMessage(clMsg("W", 0, []byte("y"), map[string]string{message.PropWaitStoreMsgOK: "false"}))
+	assert.False(t, mustWait, "WAIT=false skips the flush wait")
+	res, mustWait = sync.AppendMessage(clMsg("W", 0, make([]byte, sync.cfg.MaxMessageSize+1), nil))
+	assert.Equal(t, MessageIllegal, res.Status)
+	assert.False(t, mustWait, "a refusal has nothing to wait for")
 }

@@ -530,25 +530,26 @@ func (s *Store) PutMessages(ctx context.Context, batch *message.MessageExtBatch)
 	return s.commitLog.PutMessages(ctx, batch)
 }
 
-// PutMessageAsync is PutMessage that does not block on a SYNC_FLUSH wait:
-// done gets the result once, possibly on the flush goroutine, and must not
-// block (see CommitLog.PutMessageAsync).
-func (s *Store) PutMessageAsync(msg *message.MessageExt, done func(PutResult)) {
+// AppendMessage is PutMessage without the flush wait; when mustWait, the
+// caller acknowledges only through OnFlushed (see CommitLog.AppendMessage).
+func (s *Store) AppendMessage(msg *message.MessageExt) (res PutResult, mustWait bool) {
 	if r, refused := s.checkWritable(); refused {
-		done(r)
-		return
+		return r, false
 	}
-	s.commitLog.PutMessageAsync(msg, done)
+	return s.commitLog.AppendMessage(msg)
 }
 
-// PutMessagesAsync is PutMessages reporting through done, as PutMessageAsync.
-func (s *Store) PutMessagesAsync(batch *message.MessageExtBatch, done func(PutResult)) {
+// AppendMessages is PutMessages without the flush wait, as AppendMessage.
+func (s *Store) AppendMessages(batch *message.MessageExtBatch) (res PutResult, mustWait bool) {
 	if r, refused := s.checkWritable(); refused {
-		done(r)
-		return
+		return r, false
 	}
-	s.commitLog.PutMessagesAsync(batch, done)
+	return s.commitLog.AppendMessages(batch)
 }
+
+// OnFlushed reports through done once an appended result is durable (see
+// CommitLog.OnFlushed).
+func (s *Store) OnFlushed(res PutResult, done func(PutResult)) { s.commitLog.OnFlushed(res, done) }
 
 func (s *Store) checkWritable() (PutResult, bool) {
 	switch {

@@ -197,6 +197,10 @@ func (f stringerFunc) String() string { return f() }
 // suspension), so it checks the store independently of any consumer.
 func (c *Cluster) ReadAll(t testing.TB, topic string) []*primitive.MessageExt {
 	t.Helper()
+	// A send is acknowledged before dispatch writes its consume-queue entry
+	// (as in RocketMQ): read only once dispatch has caught up.
+	require.Eventually(t, func() bool { return c.Broker.Store().DispatchBehindBytes() == 0 }, opTimeout, pollEvery,
+		"dispatch did not catch up with the commitlog")
 	rd := c.route(t, topic)
 	require.NotNil(t, rd, "no route for %s", topic)
 	require.Len(t, rd.QueueDatas, 1)

@@ -123,17 +123,34 @@ func parsePropertiesString(s string) map[string]string {
 	return m
 }
 
-// registerSendProcessors routes the three send codes to the send pool.
+// registerSendProcessors routes the three send codes. A send to an existing
+// topic is answered on the event loop that read it (the store's append is a
+// copy into a mapped file; under SYNC_FLUSH the answer waits for the group
+// commit off the loop); one that must create a topic, or is a retry or a
+// transaction's half message, goes to the send pool.
 func (b *Broker) registerSendProcessors() {
-	b.server.Handle(remoting.SendMessage, b.pools.Send, b.processSend)
-	b.server.Handle(remoting.SendMessageV2, b.pools.Send, b.processSend)
-	b.server.Handle(remoting.SendBatchMessage, b.pools.Send, b.processSend)
+	for _, code := range []remoting.RequestCode{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
+		b.server.HandleInline(code, b.pools.Send, b.processSendInline, b.processSend)
+	}
 }
 
-// processSend answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE.
-// It blocks on the store's append and, under SYNC_FLUSH, on the group
-// commit; req.Body is copied into the commitlog before it returns.
+// processSendInline is processSend on the event loop: it hands the request
+// to the pool (remoting.ErrRunOnPool) before doing anything that may block.
+func (b *Broker) processSendInline(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	return b.send(c, req, true)
+}
+
+// processSend answers SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE
+// on a send worker. req.Body is copied into the commitlog before it returns.
 func (b *Broker) processSend(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	return b.send(c, req, false)
+}
+
+// send stores one send request. Inline (on the event loop) it returns
+// remoting.ErrRunOnPool, having changed nothing, for the sends that may block:
+// the topic must be created (a metadata file written), the topic is a retry
+// topic (its DLQ may need creating), or the message is a half message.
+func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*remoting.Command, error) {
 	keys := &sendKeysV2
 	if req.RequestCode() == remoting.SendMessage {
 		keys = &sendKeysV1
@@ -141,6 +158,10 @@ func (b *Broker) processSend(c *remoting.Conn, req *remoting.Command) (*remoting
 	h, err := parseSendHeader(req.ExtFields, keys)
 	if err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
+	}
+	if inline && (strings.HasPrefix(h.topic, RetryGroupTopicPrefix) || b.topics.Get(h.topic) == nil ||
+		strings.Contains(h.properties, message.PropTransactionPrepared)) {
+		return nil, remoting.ErrRunOnPool
 	}
 	tc, resp := b.checkSend(c, req, &h)
 	if resp != nil {
@@ -220,6 +241,7 @@ func (b *Broker) answerPut(c *remoting.Conn, req *remoting.Command, h *sendHeade
 		return b.putResultResponse(req, h, res, queueID, uniqKey)
 	}
 	hc := *h
+	req.Body = nil // it may alias the connection's input buffer (an inline send)
 	b.store.OnFlushed(res, func(r store.PutResult) {
 		b.replyLate(c, req, b.putResultResponse(req, &hc, r, queueID, uniqKey))
 	})

@@ -295,3 +295,33 @@ func TestBatchWithDelayedMemberIsRefused(t *testing.T) {
 	require.Eventually(t, func() bool { return b.Store().MaxOffsetInQueue("BatchDelay", 0) == 2 }, 5*time.Second, 5*time.Millisecond,
 		"only the batch without a delay was stored")
 }
+
+// TestSendInlineHandsOffWhatMayBlock checks which sends the event loop answers
+// itself and which it hands to the send pool, and that a handed-off send has
+// changed nothing.
+func TestSendInlineHandsOffWhatMayBlock(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b := MustStartBroker(t, testBrokerConfig(t))
+	cl := baClient(t)
+	require.Equal(t, remoting.Success, baInvoke(t, cl, b.Addr(), createTopicReq("InlineTopic", 2, 2, 6)).ResponseCode())
+	maxBefore := b.Store().CommitLogMaxOffset()
+
+	handedOff := map[string]*remoting.Command{
+		"unknown topic": sendReq("NotYetCreated", 0, []byte("x"), nil),
+		"retry topic":   sendReq(RetryGroupTopicPrefix+"g1", 0, []byte("x"), map[string]string{message.PropReconsumeTime: "1"}),
+		"half message":  sendReq("InlineTopic", 0, []byte("x"), map[string]string{message.PropTransactionPrepared: "true"}),
+	}
+	for name, req := range handedOff {
+		resp, err := b.processSendInline(&remoting.Conn{}, req)
+		assert.ErrorIs(t, err, remoting.ErrRunOnPool, name)
+		assert.Nil(t, resp, name)
+	}
+	assert.Nil(t, b.Topics().Get("NotYetCreated"), "a handed-off send created nothing")
+	assert.Equal(t, maxBefore, b.Store().CommitLogMaxOffset(), "a handed-off send stored nothing")
+
+	resp, err := b.processSendInline(&remoting.Conn{}, sendReqV2(remoting.SendMessageV2, "InlineTopic", 1, []byte("inline"), nil))
+	require.NoError(t, err)
+	require.NotNil(t, resp)
+	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+	assert.Greater(t, b.Store().CommitLogMaxOffset(), maxBefore)
+}

@@ -130,32 +130,45 @@ func TestClientDialError(t *testing.T) {
 }
 
 // BenchmarkRoundTrip measures request/response round trips through the gnet
-// server and our client over loopback, with 1 and 16 callers in flight.
+// server and our client over loopback, with 1 and 16 callers in flight, for
+// a processor on a worker pool and one run inline on the event loop.
 func BenchmarkRoundTrip(b *testing.B) {
-	s := MustStartServer(b, ServerConfig{}, nil)
+	const inlineEcho RequestCode = 9998
+	s := MustStartServer(b, ServerConfig{}, func(s *Server) {
+		echo := func(c *Conn, req *Command) (*Command, error) {
+			resp := NewResponse(req, Success, "")
+			resp.ExtFields = req.ExtFields
+			resp.Body = req.Body // encoded into the reply before echo returns
+			return resp, nil
+		}
+		s.HandleInline(inlineEcho, s.NewPool("inline", 1, 16), echo, echo)
+	})
 	cl := MustNewClient(b, ClientConfig{})
 	body := make([]byte, 128)
-	for _, par := range []int{1, 16} {
-		b.Run(map[int]string{1: "serial", 16: "parallel16"}[par], func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(par)
-			if par == 1 {
-				for b.Loop() {
-					if _, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(echoCode, nil, body)); err != nil {
-						b.Fatal(err)
-					}
-				}
-			} else {
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if _, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(echoCode, nil, body)); err != nil {
-							b.Error(err)
-							return
+	for _, code := range []RequestCode{echoCode, inlineEcho} {
+		for _, par := range []int{1, 16} {
+			name := map[int]string{1: "serial", 16: "parallel16"}[par] + map[RequestCode]string{echoCode: "-pool", inlineEcho: "-inline"}[code]
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetParallelism(par)
+				if par == 1 {
+					for b.Loop() {
+						if _, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(code, nil, body)); err != nil {
+							b.Fatal(err)
 						}
 					}
-				})
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rt/s")
-		})
+				} else {
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if _, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(code, nil, body)); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rt/s")
+			})
+		}
 	}
 }

@@ -104,6 +104,15 @@ func (c *Conn) queue(cmd *Command) error {
 	return nil
 }
 
+// holdFlush marks a flush as coming: the event loop is in OnTraffic for this
+// connection and flushes when it returns, so frames queued meanwhile need no
+// wake-up of their own.
+func (c *Conn) holdFlush() {
+	c.wmu.Lock()
+	c.wakeSent = true
+	c.wmu.Unlock()
+}
+
 // flushQueued writes the queued frames. It runs on the connection's event
 // loop (OnTraffic), where gnet's Write is synchronous: it writes what the
 // socket takes and copies the rest into the outbound buffer, so buf can be

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,9 +41,16 @@ type ServerConfig struct {
 }
 
 type route struct {
-	pool *Pool
-	fn   ProcessorFunc
+	pool   *Pool
+	fn     ProcessorFunc
+	inline ProcessorFunc // tried on the event loop first (HandleInline)
 }
+
+// ErrRunOnPool is returned by the inline processor of HandleInline when the
+// request needs work that may block (a file to write, a lock held for long):
+// the server then runs the request on the route's pool. The inline processor
+// must not have changed anything before returning it.
+var ErrRunOnPool = errors.New("remoting: run this request on its pool")
 
 // Server is a RocketMQ remoting server on gnet. Register processors and pools
 // before Start; they are read without locks afterwards.
@@ -104,6 +112,17 @@ func (s *Server) NewPool(name string, workers, queueLen int) *Pool {
 // Handle routes requests with code to fn, run on pool.
 func (s *Server) Handle(code RequestCode, pool *Pool, fn ProcessorFunc) {
 	s.routes[code] = route{pool: pool, fn: fn}
+}
+
+// HandleInline routes requests with code to inline, run on the connection's
+// event loop as soon as the frame is decoded: no hand-off to a worker and
+// back, and the answer leaves in the loop's next write. It is for requests
+// answered from memory in microseconds (a send under ASYNC_FLUSH). inline
+// must not block; when a request would, it returns ErrRunOnPool and the
+// request goes to fn on pool, as Handle routes it. In inline, req.Body
+// aliases the connection's input buffer and is valid only until it returns.
+func (s *Server) HandleInline(code RequestCode, pool *Pool, inline, fn ProcessorFunc) {
+	s.routes[code] = route{pool: pool, fn: fn, inline: inline}
 }
 
 // OnConnOpen registers a hook run on the event loop when a peer connects. It must not block.
@@ -307,9 +326,10 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
-	// Answers queued by workers go out first; so do any queued while this
-	// call runs (an early SYSTEM_BUSY, say), when it returns.
-	c.flushQueued(gc)
+	// Answers queued by workers before this call and by the frames it
+	// handles go out together in one write when it returns; meanwhile no
+	// answer needs to wake the loop.
+	c.holdFlush()
 	defer c.flushQueued(gc)
 	if gc.InboundBuffered() > 0 {
 		// A wake-up to flush is not traffic from the peer.
@@ -329,13 +349,16 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		if err != nil {
 			return gnet.None // the rest of the frame has not arrived yet
 		}
-		cmd, err := DecodeFrame(frame[4:])
-		_, _ = gc.Discard(4 + n)
+		// The body aliases gnet's input buffer until Discard: inline
+		// processors read it in place, queued ones get a copy.
+		cmd, err := decodeFrame(frame[4:], false)
 		if err != nil {
+			_, _ = gc.Discard(4 + n)
 			s.rejectPeer(c, err)
 			return gnet.Close
 		}
 		s.dispatch(c, cmd)
+		_, _ = gc.Discard(4 + n)
 	}
 	if gc.InboundBuffered() > 0 {
 		_ = gc.Wake(nil)
@@ -376,7 +399,13 @@ func (s *Server) dispatch(c *Conn, cmd *Command) {
 		c.replyError(cmd, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", cmd.Code))
 		return
 	}
-	if s.stopping.Load() || !r.pool.Submit(func() { s.process(c, cmd, r.fn) }) {
+	if r.inline != nil && !s.stopping.Load() && s.process(c, cmd, r.inline, true) {
+		return
+	}
+	if cmd.Body != nil {
+		cmd.Body = bytes.Clone(cmd.Body) // it outlives this turn of the loop
+	}
+	if s.stopping.Load() || !r.pool.Submit(func() { s.process(c, cmd, r.fn, false) }) {
 		remark := "[OVERLOAD]system busy, start flow control for a while"
 		if s.stopping.Load() {
 			remark = "[SHUTDOWN]server is shutting down"
@@ -385,22 +414,29 @@ func (s *Server) dispatch(c *Conn, cmd *Command) {
 	}
 }
 
-func (s *Server) process(c *Conn, req *Command, fn ProcessorFunc) {
+// process runs fn on req and writes its answer. It reports false only when
+// fn, run inline, returned ErrRunOnPool: then nothing was answered.
+func (s *Server) process(c *Conn, req *Command, fn ProcessorFunc, inline bool) (done bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.WithFields(logrus.Fields{"peer": c.remote, "code": req.Code, "panic": p}).
 				Errorf("processor panicked\n%s", debug.Stack())
 			c.replyError(req, SystemError, fmt.Sprintf("internal error handling request code %d: %v", req.Code, p))
+			done = true
 		}
 	}()
 	resp, err := fn(c, req)
+	if inline && errors.Is(err, ErrRunOnPool) {
+		return false
+	}
 	if err != nil {
 		resp = NewResponse(req, SystemError, err.Error())
 	}
 	if resp == nil {
-		return
+		return true
 	}
 	if err := c.Reply(req, resp); err != nil && !errors.Is(err, ErrConnClosed) {
 		s.log.WithFields(logrus.Fields{"peer": c.remote, "code": req.Code, "reason": err}).Warn("cannot write response")
 	}
+	return true
 }

@@ -2,15 +2,19 @@ package remoting
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -341,4 +345,131 @@ func TestReplyWithWritesBodyIntoFrame(t *testing.T) {
 
 	_, err := AppendFrameWith(nil, &Command{}, 3, func(b []byte) []byte { return append(b, 'x') })
 	assert.Error(t, err, "a body writer that breaks its promise is caught")
+}
+
+func TestInlineRoutes(t *testing.T) {
+	const (
+		inlineEcho RequestCode = 9101 // answered on the loop
+		deferred   RequestCode = 9102 // handed to the pool by the inline processor
+		inlineBoom RequestCode = 9103 // panics on the loop
+	)
+	var onPool atomic.Int32
+	var mu sync.Mutex
+	var kept [][]byte
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	s := MustStartServer(t, ServerConfig{MaxFramesPerWake: 8, Logger: quiet}, func(s *Server) {
+		pool := s.NewPool("inline-fallback", 2, 64)
+		echo := func(c *Conn, req *Command) (*Command, error) {
+			resp := NewResponse(req, Success, "")
+			resp.Body = req.Body
+			return resp, nil
+		}
+		s.HandleInline(inlineEcho, pool, echo, func(c *Conn, req *Command) (*Command, error) {
+			return nil, errors.New("the pool must not run a request its inline processor answered")
+		})
+		s.HandleInline(deferred, pool, func(c *Conn, req *Command) (*Command, error) {
+			return nil, ErrRunOnPool
+		}, func(c *Conn, req *Command) (*Command, error) {
+			onPool.Add(1)
+			// A request handed to the pool owns its body: it is still intact
+			// after the loop has read (and reused its buffer for) later frames.
+			mu.Lock()
+			kept = append(kept, req.Body)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			resp := NewResponse(req, Success, "")
+			resp.Body = req.Body
+			return resp, nil
+		})
+		s.HandleInline(inlineBoom, pool, func(c *Conn, req *Command) (*Command, error) {
+			panic("inline processor bug")
+		}, echo)
+	})
+	conn := rawConn(t, s.Addr())
+	// Many frames in one write, mixing the three routes, so inline answers,
+	// pool answers and the loop's input buffer all interleave.
+	const n = 60
+	var batch []byte
+	for i := range n {
+		code := []RequestCode{inlineEcho, deferred, inlineBoom}[i%3]
+		var err error
+		batch, err = AppendFrame(batch, &Command{Code: int32(code), Opaque: int32(i + 1), Body: []byte(fmt.Sprintf("body-%03d", i))})
+		require.NoError(t, err)
+	}
+	_, err := conn.Write(batch)
+	require.NoError(t, err)
+	r := bufio.NewReader(conn)
+	for range n {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		i := int(resp.Opaque) - 1
+		require.True(t, i >= 0 && i < n, "opaque %d", resp.Opaque)
+		if i%3 == 2 {
+			assert.Equal(t, SystemError, resp.ResponseCode(), "a panic on the loop answers SYSTEM_ERROR")
+			continue
+		}
+		assert.Equal(t, Success, resp.ResponseCode(), resp.Remark)
+		assert.Equal(t, fmt.Sprintf("body-%03d", i), string(resp.Body))
+	}
+	assert.Equal(t, int32(n/3), onPool.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, kept, n/3)
+	for j, b := range kept { // the pool runs one at a time per worker; order is not promised
+		assert.Regexp(t, `^body-\d{3}$`, string(b), "kept body %d", j)
+	}
+	// The server still serves after the inline panics.
+	cl := MustNewClient(t, ClientConfig{})
+	assert.Equal(t, []byte("after"), invoke(t, cl, s.Addr(), NewRequest(inlineEcho, nil, []byte("after"))).Body)
+}
+
+// A request an inline processor hands to the pool keeps its body even after
+// the event loop has read later frames into the same input buffer.
+func TestInlineFallbackOwnsBody(t *testing.T) {
+	const (
+		inlineEcho RequestCode = 9111
+		deferred   RequestCode = 9112
+	)
+	gate := make(chan struct{})
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		pool := s.NewPool("fallback", 1, 4)
+		echo := func(c *Conn, req *Command) (*Command, error) {
+			resp := NewResponse(req, Success, "")
+			resp.Body = req.Body
+			return resp, nil
+		}
+		s.HandleInline(inlineEcho, pool, echo, echo)
+		s.HandleInline(deferred, pool, func(c *Conn, req *Command) (*Command, error) {
+			return nil, ErrRunOnPool
+		}, func(c *Conn, req *Command) (*Command, error) {
+			<-gate
+			return echo(c, req)
+		})
+	})
+	conn := rawConn(t, s.Addr())
+	r := bufio.NewReader(conn)
+	write := func(code RequestCode, opaque int32, body []byte) {
+		frame, err := EncodeFrame(&Command{Code: int32(code), Opaque: opaque, Body: body})
+		require.NoError(t, err)
+		_, err = conn.Write(frame)
+		require.NoError(t, err)
+	}
+	read := func() *Command {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		return resp
+	}
+	want := bytes.Repeat([]byte("A"), 512)
+	write(deferred, 1, want)
+	for i := range 20 { // same-sized frames through the same buffer meanwhile
+		write(inlineEcho, int32(100+i), bytes.Repeat([]byte("B"), 512))
+		assert.Equal(t, int32(100+i), read().Opaque)
+	}
+	close(gate)
+	resp := read()
+	assert.Equal(t, int32(1), resp.Opaque)
+	assert.Equal(t, want, resp.Body)
 }

@@ -331,7 +331,7 @@ func decodeRocketMQHeader(b []byte) (*Command, error) {
 	var fields string
 	base := p
 	if extLen > 0 {
-		cmd.ExtFields = make(map[string]string, 16)
+		cmd.ExtFields = make(map[string]string, countRocketMQFields(b[p:p+extLen]))
 		fields = string(b[p : p+extLen])
 	}
 	for end := p + extLen; p < end; {
@@ -354,6 +354,22 @@ func decodeRocketMQHeader(b []byte) (*Command, error) {
 		p += vl
 	}
 	return cmd, nil
+}
+
+// countRocketMQFields counts the entries of a binary extFields block by
+// their lengths alone, so the map is made at its final size. A malformed
+// block stops the count; the decoder then reports it.
+func countRocketMQFields(b []byte) int {
+	n := 0
+	for p := 0; len(b)-p >= 6; n++ {
+		kl := int(binary.BigEndian.Uint16(b[p:]))
+		p += 2 + kl
+		if p > len(b)-4 {
+			break
+		}
+		p += 4 + int(binary.BigEndian.Uint32(b[p:])&0x7FFFFFFF)
+	}
+	return n
 }
 
 func appendRocketMQHeader(dst []byte, c *Command) ([]byte, error) {

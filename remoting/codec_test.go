@@ -277,3 +277,41 @@ func TestDecodeOfficialClientFrames(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecodeResponseJSON(b *testing.B) { benchDecodeResponse(b, JSONSerialize) }
+
+func BenchmarkDecodeResponseRocketMQ(b *testing.B) { benchDecodeResponse(b, RocketMQSerialize) }
+
+// benchDecodeResponse decodes a send response as our broker writes it.
+func benchDecodeResponse(b *testing.B, st SerializeType) {
+	frame, err := EncodeFrame(&Command{Code: int32(Success), Language: LangGo, Opaque: 77, Flag: flagResponse, SerializeType: st,
+		ExtFields: map[string]string{
+			"msgId": "7F00000100002A9F0000000000001C00", "queueId": "3", "queueOffset": "123456",
+			"transactionId": "C0000202000000000000000000000001", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true",
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeFrame(frame[4:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestCountRocketMQFields(t *testing.T) {
+	cmd := sendRequestForBench(RocketMQSerialize)
+	frame, err := EncodeFrame(cmd)
+	require.NoError(t, err)
+	hlen := int(binary.BigEndian.Uint32(frame[4:]) & 0xFFFFFF)
+	header := frame[8 : 8+hlen]
+	remarkLen := int(binary.BigEndian.Uint32(header[13:]))
+	ext := header[13+4+remarkLen+4:]
+	assert.Equal(t, len(cmd.ExtFields), countRocketMQFields(ext))
+	for cut := range ext { // truncated blocks count what is whole, never panic
+		assert.LessOrEqual(t, countRocketMQFields(ext[:cut]), len(cmd.ExtFields))
+	}
+	assert.Equal(t, 0, countRocketMQFields(nil))
+	assert.LessOrEqual(t, countRocketMQFields(bytes.Repeat([]byte{0xFF}, 64)), 1)
+}

@@ -286,10 +286,14 @@ func (p *jsonScanner) stringMap() (map[string]string, bool) {
 	if !p.consume('{') {
 		return nil, false
 	}
-	m := make(map[string]string, 16)
 	if p.consume('}') {
-		return m, true
+		return map[string]string{}, true
 	}
+	// The pairs are gathered first so the map is made at its final size: a
+	// response's half dozen fields fit one map group, a send's dozen need no
+	// growing.
+	var stack [32]string // 16 pairs: a send header has 13
+	kv := stack[:0]
 	for {
 		k, ok := p.str()
 		if !ok || !p.consume(':') {
@@ -302,13 +306,20 @@ func (p *jsonScanner) stringMap() (map[string]string, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := m[k]; dup {
-			return nil, false // encoding/json keeps the last; let it decide
-		}
-		m[k] = v
+		kv = append(kv, k, v)
 		if p.consume(',') {
 			continue
 		}
-		return m, p.consume('}')
+		if !p.consume('}') {
+			return nil, false
+		}
+		m := make(map[string]string, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			if _, dup := m[kv[i]]; dup {
+				return nil, false // encoding/json keeps the last; let it decide
+			}
+			m[kv[i]] = kv[i+1]
+		}
+		return m, true
 	}
 }

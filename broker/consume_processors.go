@@ -284,7 +284,7 @@ func registerConsumeProcessors(b *Broker) {
 	s.Handle(remoting.QueryConsumerOffset, p.ConsumerManage, cs.processQueryConsumerOffset)
 	s.Handle(remoting.UpdateConsumerOffset, p.ConsumerManage, cs.processUpdateConsumerOffset)
 
-	s.Handle(remoting.PullMessage, p.Pull, cs.processPull)
+	s.HandleInline(remoting.PullMessage, p.Pull, cs.processPullInline, cs.processPull)
 
 	s.Handle(remoting.QueryMessage, p.Query, cs.processQueryMessage)
 	s.Handle(remoting.ViewMessageByID, p.Query, cs.processViewMessageByID)

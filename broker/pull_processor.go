@@ -35,9 +35,28 @@ type pullRequest struct {
 // through Conn.Reply when a matching message arrives or the suspend time
 // ends.
 func (cs *consumeState) processPull(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	return cs.pull(c, req, false)
+}
+
+// processPullInline is processPull on the event loop that read the request.
+// It hands the pull to the pull pool (remoting.ErrRunOnPool) when it might
+// block: the group must be created (a metadata file written), or the
+// records are probably no longer in the page cache (store.InMemory), where
+// reading them from disk would stall every connection of the loop.
+func (cs *consumeState) processPullInline(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	return cs.pull(c, req, true)
+}
+
+func (cs *consumeState) pull(c *remoting.Conn, req *remoting.Command, inline bool) (*remoting.Command, error) {
 	pr := &pullRequest{conn: c, req: req}
 	if err := protocol.DecodeHeader(req.ExtFields, &pr.h); err != nil {
 		return badConsumeHeader(req, err), nil
+	}
+	if inline {
+		if cs.groups.Get(pr.h.ConsumerGroup) == nil || !cs.b.store.InMemory(pr.h.Topic, pr.h.QueueID, pr.h.QueueOffset) {
+			return nil, remoting.ErrRunOnPool
+		}
+		req.Body = nil // a pull has none; a parked one must not alias the loop's buffer
 	}
 	if resp := cs.checkPull(pr); resp != nil {
 		return resp, nil

@@ -388,3 +388,28 @@ func TestPullOnSlaveRetriesInsteadOfMovingOffsets(t *testing.T) {
 	assert.Equal(t, int64(5), r.hdr.NextBeginOffset)
 	assert.Equal(t, int64(-1), b.consume.offsets.Query("cg", "SL", 0), "a slave does not store commitOffset")
 }
+
+// TestPullInlineHandsOffWhatMayBlock checks that the event loop answers a
+// pull of a known group itself and hands one that must create its group to
+// the pull pool, having created nothing.
+func TestPullInlineHandsOffWhatMayBlock(t *testing.T) {
+	baVerifyNoLeaks(t)
+	b := bcStartBroker(t, nil)
+	bcCreateTopic(t, b, "PI", 1)
+	h := bcPullHeader("new-group", "PI", 0, 0, protocol.PullFlagSubscription, 0)
+	h.Subscription = "*"
+	resp, err := b.consume.processPullInline(&remoting.Conn{}, bcPullReq(h))
+	assert.ErrorIs(t, err, remoting.ErrRunOnPool)
+	assert.Nil(t, resp)
+	assert.Nil(t, b.consume.groups.Get("new-group"), "a handed-off pull created nothing")
+
+	// Through the wire the pool creates the group; from then on the loop
+	// answers.
+	cl := baClient(t)
+	assert.Equal(t, remoting.PullNotFound, bcPull(t, cl, b.Addr(), h).code)
+	require.NotNil(t, b.consume.groups.Get("new-group"))
+	resp, err = b.consume.processPullInline(&remoting.Conn{}, bcPullReq(h))
+	require.NoError(t, err)
+	require.NotNil(t, resp)
+	assert.Equal(t, int32(remoting.PullNotFound), resp.Code, resp.Remark)
+}

@@ -84,14 +84,22 @@ func (c *Conn) Write(cmd *Command) error {
 // queue appends cmd's frame to wbuf and, if no wake-up is pending, asks the
 // event loop to flush (OnTraffic calls flushQueued).
 func (c *Conn) queue(cmd *Command) error {
+	return c.queueFrame(func(dst []byte) ([]byte, error) { return AppendFrame(dst, cmd) })
+}
+
+// queueFrame appends a frame with appendFrame to wbuf and, if no wake-up is
+// pending, asks the event loop to flush (OnTraffic calls flushQueued). On an
+// error wbuf is left as it was.
+func (c *Conn) queueFrame(appendFrame func([]byte) ([]byte, error)) error {
 	c.wmu.Lock()
 	start := len(c.wbuf)
-	var err error
-	if c.wbuf, err = AppendFrame(c.wbuf, cmd); err != nil {
+	buf, err := appendFrame(c.wbuf)
+	if err != nil {
 		c.wbuf = c.wbuf[:start]
 		c.wmu.Unlock()
 		return err
 	}
+	c.wbuf = buf
 	wake := !c.wakeSent
 	c.wakeSent = true
 	c.wmu.Unlock()
@@ -154,7 +162,9 @@ func (c *Conn) Reply(req, resp *Command) error {
 }
 
 // ReplyWith is Reply with the body written by appendBody (exactly bodyLen
-// bytes) straight into the frame buffer, saving the copy through resp.Body.
+// bytes) straight into the connection's write buffer, saving the copy
+// through resp.Body and a buffer per answer: a pull response's records go
+// from the mapped files into the frame once, and the buffer is reused.
 func (c *Conn) ReplyWith(req, resp *Command, bodyLen int, appendBody func([]byte) []byte) error {
 	if req.IsOneway() {
 		return nil
@@ -165,14 +175,7 @@ func (c *Conn) ReplyWith(req, resp *Command, bodyLen int, appendBody func([]byte
 	resp.Opaque = req.Opaque
 	resp.SerializeType = req.SerializeType
 	resp.MarkResponse()
-	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+bodyLen), resp, bodyLen, appendBody)
-	if err != nil {
-		return err
-	}
-	if err := c.gc.AsyncWrite(buf, nil); err != nil {
-		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
-	}
-	return nil
+	return c.queueFrame(func(dst []byte) ([]byte, error) { return AppendFrameWith(dst, resp, bodyLen, appendBody) })
 }
 
 func (c *Conn) replyError(req *Command, code ResponseCode, remark string) {

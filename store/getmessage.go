@@ -240,6 +240,30 @@ func (s *Store) GetMessage(group, topic string, queueID int32, offset int64, max
 	return r, nil
 }
 
+// InMemory reports whether a pull of topic/queueID at queue offset offset
+// would read only data that is probably in the page cache: the first
+// record's commitlog offset lies within the tail of the commitlog that
+// accessMessageInMemoryMaxRatio of the RAM covers (GetMessage's in-disk
+// test). A pull with nothing to read (unknown queue, offset outside the
+// queue) counts as in memory. The broker answers such pulls on its event
+// loop, where a read from disk would stall every connection of that loop.
+func (s *Store) InMemory(topic string, queueID int32, offset int64) bool {
+	cq := s.consumeQueue(topic, queueID)
+	if cq == nil || offset < cq.MinOffsetInQueue() || offset >= cq.MaxOffsetInQueue() {
+		return true
+	}
+	buf, ok := cq.EntriesFrom(offset)
+	if !ok {
+		return true
+	}
+	defer buf.Release()
+	if len(buf.Bytes) < CQStoreUnitSize {
+		return true
+	}
+	e := decodeCQEntry(buf.Bytes)
+	return s.commitLog.MaxOffset()-e.CommitLogOffset <= s.memoryLimit
+}
+
 // readQueue walks consume-queue entries from offset, file by file (the
 // RocketMQ walk stops at the end of one consume-queue file; the next pull
 // continues in the next one).

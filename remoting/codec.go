@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
@@ -96,9 +97,30 @@ func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
 }
 
 // ReadCommand reads one frame from r. It allocates only after the length field
-// has passed its bounds check.
+// has passed its bounds check. From a bufio.Reader, a frame that fits its
+// buffer is decoded in place: only the body is copied out, so a frame
+// without one (a send's answer) costs no frame buffer.
 func ReadCommand(r io.Reader) (*Command, error) {
 	var prefix [4]byte
+	if br, ok := r.(*bufio.Reader); ok {
+		p, err := br.Peek(4)
+		if err != nil {
+			return nil, readErr(err, len(p))
+		}
+		n, err := FrameLength(p)
+		if err != nil {
+			return nil, err
+		}
+		if 4+n <= br.Size() {
+			frame, err := br.Peek(4 + n)
+			if err != nil {
+				return nil, readErr(err, len(frame))
+			}
+			cmd, err := decodeFrame(frame[4:], true)
+			_, _ = br.Discard(4 + n)
+			return cmd, err
+		}
+	}
 	if _, err := io.ReadFull(r, prefix[:]); err != nil {
 		return nil, err
 	}
@@ -111,6 +133,15 @@ func ReadCommand(r io.Reader) (*Command, error) {
 		return nil, err
 	}
 	return decodeFrame(frame, false)
+}
+
+// readErr is what io.ReadFull would report after reading got bytes of a
+// frame: io.EOF only before the first byte, io.ErrUnexpectedEOF after.
+func readErr(err error, got int) error {
+	if errors.Is(err, io.EOF) && got > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return err
 }
 
 // AppendFrame appends the whole frame of c (length prefix included) to dst.

@@ -1,15 +1,18 @@
 package remoting
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -314,4 +317,53 @@ func TestCountRocketMQFields(t *testing.T) {
 	}
 	assert.Equal(t, 0, countRocketMQFields(nil))
 	assert.LessOrEqual(t, countRocketMQFields(bytes.Repeat([]byte{0xFF}, 64)), 1)
+}
+
+// TestReadCommandFromBufio reads frames through both of ReadCommand's paths
+// (in place from a bufio.Reader's buffer, and copied when larger than it)
+// and checks truncated input reports what io.ReadFull would.
+func TestReadCommandFromBufio(t *testing.T) {
+	small := &Command{Code: int32(Success), Opaque: 1, Flag: flagResponse, ExtFields: map[string]string{"queueId": "3"}}
+	large := &Command{Code: int32(Success), Opaque: 2, Flag: flagResponse, Body: bytes.Repeat([]byte("r"), 5000)}
+	var stream []byte
+	for _, c := range []*Command{small, large, small} {
+		var err error
+		stream, err = AppendFrame(stream, c)
+		require.NoError(t, err)
+	}
+	r := bufio.NewReaderSize(bytes.NewReader(stream), 4096) // the large frame does not fit
+	for _, want := range []*Command{small, large, small} {
+		got, err := ReadCommand(r)
+		require.NoError(t, err)
+		assert.Equal(t, want.Opaque, got.Opaque)
+		assert.Equal(t, len(want.ExtFields), len(got.ExtFields))
+		assert.Equal(t, want.ExtFields["queueId"], got.ExtFields["queueId"])
+		assert.Equal(t, len(want.Body), len(got.Body))
+	}
+	_, err := ReadCommand(r)
+	assert.ErrorIs(t, err, io.EOF)
+
+	// A body read in place is the caller's: later reads do not change it.
+	// (One byte per read makes bufio move the second frame over the first.)
+	r = bufio.NewReaderSize(iotest.OneByteReader(bytes.NewReader(append(mustFrame(t, &Command{Opaque: 3, Body: []byte("first")}),
+		mustFrame(t, &Command{Opaque: 4, Body: []byte("XXXXX")})...))), 4096)
+	first, err := ReadCommand(r)
+	require.NoError(t, err)
+	_, err = ReadCommand(r)
+	require.NoError(t, err)
+	assert.Equal(t, []byte("first"), first.Body)
+
+	smallLen := len(mustFrame(t, small))
+	for _, cut := range []int{2, 4, 10, smallLen - 1} {
+		r := bufio.NewReaderSize(bytes.NewReader(stream[:cut]), 4096)
+		_, err := ReadCommand(r)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "cut at %d", cut)
+	}
+}
+
+func mustFrame(t *testing.T, c *Command) []byte {
+	t.Helper()
+	b, err := EncodeFrame(c)
+	require.NoError(t, err)
+	return b
 }

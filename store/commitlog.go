@@ -204,8 +204,8 @@ func (cl *CommitLog) Files() *MappedFileQueue { return cl.mfq }
 func (cl *CommitLog) SetCheckpoint(cp *StoreCheckpoint) { cl.flush.checkpoint = cp }
 
 // SetAppendHook installs fn, called after every successful append once the
-// writer lock is released and before any flush wait (to wake dispatch). fn
-// must not block. Call before the first put.
+// writer lock is released and before any flush wait (the store dispatches
+// the record there). fn must not block for long. Call before the first put.
 func (cl *CommitLog) SetAppendHook(fn func()) { cl.appendHook = fn }
 
 // Load maps the existing commitlog files (see MappedFileQueue.Load).

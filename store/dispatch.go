@@ -10,38 +10,99 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// dispatchIdleWait bounds how long the dispatch loop sleeps when it has
-// caught up; a put wakes it at once through the wake channel.
+// dispatchIdleWait bounds how long the dispatch loop sleeps between its
+// fallback passes; appenders dispatch their own records (dispatchNow) and
+// wake the loop only when they hand work over.
 const dispatchIdleWait = 10 * time.Millisecond
 
 // dispatchRetries and dispatchRetryWait bound how long one consume-queue
-// write is retried (RocketMQ retries 30 times, 1 s apart).
+// write is retried (RocketMQ retries 30 times, 1 s apart). Only the dispatch
+// loop retries: an appender hands a failed write over to it.
 const (
 	dispatchRetries   = 30
 	dispatchRetryWait = 100 * time.Millisecond
 )
 
+// inlineDispatchMaxRecords bounds how many records one appender dispatches
+// in one dispatchNow call (its own and those of appenders that lost the
+// race for the dispatch lock), so a send on the broker's event loop never
+// pays for a long backlog; the rest goes to the dispatch loop.
+const inlineDispatchMaxRecords = 256
+
 // ArrivingListener is told of every message that got a consume-queue entry:
 // its topic, queue, the queue's new max offset (the entry's offset + 1, as
-// RocketMQ's reput passes it), tags code and store time. It runs on the
-// dispatch goroutine and must not block (long polling only signals).
+// RocketMQ's reput passes it), tags code and store time. Calls come one at a
+// time in commitlog order, from whichever goroutine dispatches: usually the
+// one that appended the message (a broker's event loop), so it must not block
+// (long polling only signals).
 type ArrivingListener func(topic string, queueID int32, logicOffset int64, tagsCode int64, storeTimestamp int64)
 
 // reputService follows the commitlog end and builds consume-queue and index
-// entries (RocketMQ's ReputMessageService). One goroutine, dispatchLoop,
-// owns reputFrom while running.
+// entries (RocketMQ's ReputMessageService).
+//
+// Dispatch is combining: after each append the appender calls dispatchNow,
+// which takes mu with TryLock and, if it wins, dispatches everything up to
+// the commitlog's written end as of the pass. An appender that loses leaves its record to
+// the holder: every append sets pending, a holder clears it before a pass
+// and looks at it again after unlocking, so a record appended during a pass
+// is dispatched by that holder or by a later one, never left for the next
+// idle tick. dispatchLoop is the fallback (idle passes, catching up after
+// recovery, retrying failed consume-queue writes, the backlog an appender
+// would not take) and takes the same lock. The lock makes dispatch strictly
+// ordered and exactly once.
+//
+// Dispatching inline can still create a consume-queue or index file on the
+// appender (once per file, rare); a failed consume-queue write is never
+// retried there.
 type reputService struct {
-	s         *Store
-	log       logrus.FieldLogger
+	s   *Store
+	log logrus.FieldLogger
+
+	// mu is held by whoever dispatches; reputFrom only moves under it.
+	// Readers (behind, the catch-up wait) load reputFrom without it.
+	mu        sync.Mutex
 	reputFrom atomic.Int64
-	wake      chan struct{}
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	listener  atomic.Pointer[ArrivingListener]
+	// closed is set under mu by shutdown's final pass: nothing dispatches
+	// after it (the consume queues are about to be unmapped).
+	closed bool
+	// pending says an append happened that no pass has covered yet.
+	pending atomic.Bool
+	// inlineOff makes appenders leave dispatch to the loop: an inline
+	// consume-queue write failed and the loop retries it with waits. The
+	// loop clears it after a pass that reached the end.
+	inlineOff atomic.Bool
+	// inlineMax is inlineDispatchMaxRecords (tests change it).
+	inlineMax int
+
+	wake     chan struct{}
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	listener atomic.Pointer[ArrivingListener]
+}
+
+// reputStatus says why a dispatch pass ended.
+type reputStatus int
+
+const (
+	reputCaughtUp reputStatus = iota // reached the commitlog's written end
+	reputStopped                     // the loop's stop channel closed
+	reputBudget                      // an inline pass used its record budget
+	reputDeferred                    // an inline consume-queue write failed; reputFrom is at its record
+)
+
+// reputPass is what one pass may do: inline passes count records against a
+// budget and never retry; loop passes return early on stop.
+type reputPass struct {
+	inline    bool
+	stoppable bool
+	left      int // records an inline pass may still dispatch
 }
 
 func newReputService(s *Store, log logrus.FieldLogger) *reputService {
-	return &reputService{s: s, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &reputService{
+		s: s, log: log, inlineMax: inlineDispatchMaxRecords,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
 }
 
 // start launches dispatchLoop from offset from.
@@ -51,8 +112,8 @@ func (r *reputService) start(from int64) {
 	go r.dispatchLoop()
 }
 
-// shutdown stops the loop after a final pass, so everything written before
-// is dispatched.
+// shutdown stops the loop and makes a final pass under the lock, so
+// everything written before is dispatched and no appender dispatches after.
 func (r *reputService) shutdown() {
 	select {
 	case <-r.stop:
@@ -61,15 +122,63 @@ func (r *reputService) shutdown() {
 	}
 	close(r.stop)
 	r.wg.Wait()
-	r.doReput(false)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	// Puts that were under way when the store refused new ones may still
+	// append; they set pending but no longer dispatch.
+	r.pending.Store(false)
+	r.reputLocked(&reputPass{})
+	for r.pending.Swap(false) {
+		r.reputLocked(&reputPass{})
+	}
 }
 
 // signal wakes the loop without blocking: a pending signal already covers
-// this put.
+// this one.
 func (r *reputService) signal() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
+	}
+}
+
+// dispatchNow is the commitlog's append hook: the appender dispatches what
+// is written (its record and any others not yet dispatched) unless another
+// goroutine is dispatching, which then covers this record. It never waits
+// for the lock and never sleeps.
+func (r *reputService) dispatchNow() {
+	r.pending.Store(true)
+	if r.inlineOff.Load() {
+		r.signal()
+		return
+	}
+	p := reputPass{inline: true, left: r.inlineMax}
+	for r.pending.Load() {
+		if !r.mu.TryLock() {
+			return // the holder looks at pending after unlocking
+		}
+		if r.closed {
+			r.mu.Unlock()
+			return
+		}
+		if r.inlineOff.Load() {
+			r.mu.Unlock()
+			r.signal()
+			return
+		}
+		// Swap, not Store: reading the appenders' true orders their
+		// appends before this pass.
+		r.pending.Swap(false)
+		st := r.reputLocked(&p)
+		if st == reputDeferred {
+			r.inlineOff.Store(true)
+		}
+		r.mu.Unlock()
+		if st != reputCaughtUp {
+			r.signal()
+			return
+		}
 	}
 }
 
@@ -83,7 +192,7 @@ func (r *reputService) dispatchLoop() {
 	timer := time.NewTimer(dispatchIdleWait)
 	defer timer.Stop()
 	for {
-		r.doReput(true)
+		r.drain()
 		timer.Reset(dispatchIdleWait)
 		select {
 		case <-r.stop:
@@ -94,10 +203,35 @@ func (r *reputService) dispatchLoop() {
 	}
 }
 
-// doReput dispatches every complete record between reputFrom and the
-// commitlog's written end; stoppable returns early once stop is closed.
-func (r *reputService) doReput(stoppable bool) {
+// drain is one wake of the loop: a pass that waits for the lock, then, like
+// an appender, further passes only while appends arrived and the lock is
+// free (a holder covers them otherwise).
+func (r *reputService) drain() {
+	if !r.pending.Load() && !r.inlineOff.Load() && r.reputFrom.Load() >= r.s.commitLog.MaxOffset() {
+		return // idle: do not contend with appenders for the lock
+	}
+	r.mu.Lock()
+	for {
+		r.pending.Swap(false)
+		st := r.reputLocked(&reputPass{stoppable: true})
+		if st == reputCaughtUp {
+			r.inlineOff.Store(false)
+		}
+		r.mu.Unlock()
+		if st == reputStopped || !r.pending.Load() || !r.mu.TryLock() {
+			return
+		}
+	}
+}
+
+// reputLocked dispatches every complete record between reputFrom and the
+// commitlog's written end as of the call, within what p allows (it may go
+// further within a file). Records appended meanwhile are left to the
+// caller's look at pending: the end is read after pending was cleared, so a
+// record it misses has set pending again. Lock should be held.
+func (r *reputService) reputLocked(p *reputPass) reputStatus {
 	cl := r.s.commitLog
+	end := cl.MaxOffset()
 	for {
 		from := r.reputFrom.Load()
 		if from < cl.MinOffset() {
@@ -108,8 +242,15 @@ func (r *reputService) doReput(stoppable bool) {
 			from = cl.MinOffset()
 			r.reputFrom.Store(from)
 		}
-		if from >= cl.MaxOffset() {
-			return
+		if from >= end {
+			return reputCaughtUp
+		}
+		if p.stoppable {
+			select {
+			case <-r.stop:
+				return reputStopped // shutdown's final pass takes over
+			default:
+			}
 		}
 		res, ok := cl.GetData(from)
 		if !ok {
@@ -120,22 +261,19 @@ func (r *reputService) doReput(stoppable bool) {
 				r.reputFrom.Store(next)
 				continue
 			}
-			return
+			return reputCaughtUp
 		}
-		r.dispatchBuffer(&res)
+		st := r.dispatchBuffer(&res, p)
 		res.Release()
-		if stoppable {
-			select {
-			case <-r.stop:
-				return
-			default:
-			}
+		if st != reputCaughtUp {
+			return st
 		}
 	}
 }
 
-// dispatchBuffer walks the records of one GetData result.
-func (r *reputService) dispatchBuffer(res *SelectResult) {
+// dispatchBuffer walks the records of one GetData result; reputCaughtUp
+// means it reached the result's end.
+func (r *reputService) dispatchBuffer(res *SelectResult, p *reputPass) reputStatus {
 	cl := r.s.commitLog
 	b := res.Bytes
 	pos := 0
@@ -148,18 +286,27 @@ func (r *reputService) dispatchBuffer(res *SelectResult) {
 			r.log.WithFields(logrus.Fields{"offset": offset, "file": fileName(offset - offset%int64(r.s.cfg.MappedFileSizeCommitLog))}).
 				WithError(err).Error("dispatch: unreadable commitlog record, skipping the rest of the file")
 			r.reputFrom.Store(res.StartOffset + int64(len(b)))
-			return
+			return reputCaughtUp
 		}
 		if req.BlankRecord {
 			r.reputFrom.Store(cl.RollNextFile(offset))
-			return
+			return reputCaughtUp
 		}
 		if req.MsgSize <= 0 {
 			r.log.WithField("offset", offset).Error("dispatch: record of size 0")
 			r.reputFrom.Store(res.StartOffset + int64(len(b)))
-			return
+			return reputCaughtUp
 		}
-		queued := r.dispatch(&req)
+		if p.inline {
+			if p.left <= 0 {
+				return reputBudget
+			}
+			p.left--
+		}
+		queued, deferred := r.dispatch(&req, p.inline)
+		if deferred {
+			return reputDeferred
+		}
 		pos += int(req.MsgSize)
 		r.reputFrom.Store(offset + int64(req.MsgSize))
 		if queued {
@@ -168,17 +315,19 @@ func (r *reputService) dispatchBuffer(res *SelectResult) {
 			}
 		}
 	}
+	return reputCaughtUp
 }
 
 // dispatch writes the consume-queue entry (not for prepared or rolled-back
 // transaction records, nor records of a since deleted topic) and the index
 // entries of one record. It reports whether the record got a queue entry.
-func (r *reputService) dispatch(req *DispatchRequest) bool {
+// Inline, a consume-queue write that fails with an error worth retrying is
+// not retried: deferred reports it, and nothing of the record is written.
+func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued, deferred bool) {
 	s := r.s
 	if s.wasDeleted(req.Topic, req.CommitLogOffset) {
-		return false
+		return false, false
 	}
-	queued := false
 	if tt := message.TransactionType(req.SysFlag); tt == message.TransactionNotType || tt == message.TransactionCommitType {
 		cq, err := s.consumeQueueOrCreate(req.Topic, req.QueueID)
 		if err == nil {
@@ -187,6 +336,9 @@ func (r *reputService) dispatch(req *DispatchRequest) bool {
 				if err = cq.Put(e, req.ConsumeQueueOffset); err == nil || errors.Is(err, ErrCQOrder) ||
 					errors.Is(err, ErrCQDestroyed) || try >= dispatchRetries {
 					break
+				}
+				if inline {
+					return false, true
 				}
 				select {
 				case <-r.stop:
@@ -212,5 +364,5 @@ func (r *reputService) dispatch(req *DispatchRequest) bool {
 				WithError(err).Error("dispatch: index write failed")
 		}
 	}
-	return queued
+	return queued, false
 }

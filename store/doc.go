@@ -84,10 +84,13 @@
 // # Write, dispatch, read
 //
 // CommitLog appends under one lock and hands durability to its flush
-// service (ASYNC_FLUSH interval flush, or SYNC_FLUSH group commit). The
-// dispatch loop follows the commitlog end, woken after every put, and writes
-// consume-queue and index entries (not for PREPARED or ROLLBACK transaction
-// records); then it tells the ArrivingListener, so held pulls wake.
+// service (ASYNC_FLUSH interval flush, or SYNC_FLUSH group commit).
+// Dispatch writes consume-queue and index entries (not for PREPARED or
+// ROLLBACK transaction records), in commitlog order, then tells the
+// ArrivingListener, so held pulls wake. It is combining: the appender
+// dispatches its own record, and those of appenders that found the dispatch
+// lock taken, right after its append; a dispatch loop is the fallback
+// (recovery catch-up, retried consume-queue writes, a long backlog).
 // GetMessage walks consume-queue entries, filters tags codes, and returns
 // held slices of the commitlog files: no copy. A file being deleted stays
 // mapped until its last reader releases it.

@@ -394,8 +394,10 @@ func (s *Store) abnormalDispatchStart() int64 {
 // store as running (abort file) until a clean Shutdown.
 func (s *Store) start() {
 	s.commitLog.SetCheckpoint(s.checkpoint)
-	// Wake dispatch right after each append, before a SYNC_FLUSH wait.
-	s.commitLog.SetAppendHook(s.reput.signal)
+	// Appenders dispatch their own records right after the append, before
+	// a SYNC_FLUSH wait, instead of waking the dispatch loop (a thread wake
+	// per message and a hop before a long poll sees it).
+	s.commitLog.SetAppendHook(s.reput.dispatchNow)
 	s.commitLog.Start()
 	s.reput.start(s.reput.reputFrom.Load())
 	// RocketMQ's start blocks until dispatch caught up, so the first reads

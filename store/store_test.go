@@ -513,7 +513,7 @@ func BenchmarkStoreGetMessage32(b *testing.B) {
 }
 
 // BenchmarkStorePutAndDispatch measures 1 KiB puts through the store facade
-// until the dispatch loop has built every consume-queue and index entry.
+// until every consume-queue and index entry is built.
 func BenchmarkStorePutAndDispatch(b *testing.B) {
 	cfg := testConfig(b.TempDir(), AsyncFlush)
 	cfg.MappedFileSizeCommitLog = 64 << 20

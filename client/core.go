@@ -85,9 +85,17 @@ func newCore(o *options, kind string) *core {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.log = o.log.WithFields(logrus.Fields{"component": "client", "kind": kind, "clientId": c.clientID})
 	cfg := remoting.ClientConfig{Logger: o.log, Language: remoting.LangGo}
-	if o.credentials.enabled() {
-		cred := o.credentials
-		cfg.BeforeRequest = func(_ string, req *remoting.Command) { Sign(cred, req) }
+	serialize := remoting.RocketMQSerialize
+	if o.headers == HeadersJSON {
+		serialize = remoting.JSONSerialize
+	}
+	sign := o.credentials.enabled()
+	cred := o.credentials
+	cfg.BeforeRequest = func(_ string, req *remoting.Command) {
+		req.SerializeType = serialize
+		if sign {
+			Sign(cred, req)
+		}
 	}
 	c.rc = remoting.NewClient(cfg)
 	return c

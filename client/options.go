@@ -58,6 +58,7 @@ type options struct {
 	sendTimeout  time.Duration
 	credentials  Credentials
 	log          logrus.FieldLogger
+	headers      HeaderEncoding
 
 	// intervals
 	routeInterval     time.Duration
@@ -241,6 +242,32 @@ func WithSendTimeout(d time.Duration) Option {
 func WithCredentials(c Credentials) Option {
 	return func(o *options) error {
 		o.credentials = c
+		return nil
+	}
+}
+
+// HeaderEncoding is how the client encodes request headers on the wire.
+// Servers answer in the encoding of the request.
+type HeaderEncoding int
+
+const (
+	// HeadersBinary is RocketMQ's binary header (serialize type ROCKETMQ, the
+	// Java client's rocketmq.serialize.type=ROCKETMQ): about half the cost of
+	// JSON to decode at the broker and back at the client. The default.
+	HeadersBinary HeaderEncoding = iota
+	// HeadersJSON is the JSON header the Java and official Go clients send by
+	// default; readable in a packet capture.
+	HeadersJSON
+)
+
+// WithHeaderEncoding chooses the request header encoding (default
+// HeadersBinary). Apache RocketMQ servers and ours read both.
+func WithHeaderEncoding(e HeaderEncoding) Option {
+	return func(o *options) error {
+		if e != HeadersBinary && e != HeadersJSON {
+			return badOption("header encoding", e)
+		}
+		o.headers = e
 		return nil
 	}
 }

@@ -247,3 +247,41 @@ func TestProducerLifecycle(t *testing.T) {
 	require.NoError(t, p.Shutdown())
 	assert.ErrorIs(t, p.SendAsync(testCtx(t), func(context.Context, *SendResult, error) {}, NewMessage("T", []byte("x"))), ErrNotStarted)
 }
+
+// TestProducerHeaderEncoding checks the wire encoding of send headers: binary
+// by default, JSON on request, and the answer read back either way.
+func TestProducerHeaderEncoding(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 1)
+	var mu sync.Mutex
+	var seen []remoting.SerializeType
+	fb.setSendHook(func(req *remoting.Command) *remoting.Command {
+		mu.Lock()
+		seen = append(seen, req.SerializeType)
+		mu.Unlock()
+		return nil
+	})
+	for _, tc := range []struct {
+		opts []Option
+		want remoting.SerializeType
+	}{
+		{nil, remoting.RocketMQSerialize},
+		{[]Option{WithHeaderEncoding(HeadersJSON)}, remoting.JSONSerialize},
+		{[]Option{WithHeaderEncoding(HeadersBinary)}, remoting.RocketMQSerialize},
+	} {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		p := MustStartProducer(t, append([]Option{WithNameServer(ns.Addr()), WithGroupName("pg-enc")}, tc.opts...)...)
+		res, err := p.SendSync(testCtx(t), NewMessage("T", []byte("x")).WithTag("a"))
+		require.NoError(t, err)
+		assert.Equal(t, SendOK, res.Status)
+		mu.Lock()
+		assert.Equal(t, []remoting.SerializeType{tc.want}, seen)
+		mu.Unlock()
+		require.NoError(t, p.Shutdown())
+	}
+	_, err := NewProducer(WithNameServer(ns.Addr()), WithHeaderEncoding(HeaderEncoding(7)))
+	assert.ErrorIs(t, err, ErrBadOption)
+}

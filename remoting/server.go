@@ -390,6 +390,9 @@ func (s *Server) rejectPeer(c *Conn, err error) {
 
 func (s *Server) dispatch(c *Conn, cmd *Command) {
 	if cmd.IsResponse() {
+		if cmd.Body != nil {
+			cmd.Body = bytes.Clone(cmd.Body) // Invoke's caller keeps it
+		}
 		c.complete(cmd)
 		return
 	}

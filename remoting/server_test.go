@@ -473,3 +473,29 @@ func TestInlineFallbackOwnsBody(t *testing.T) {
 	assert.Equal(t, int32(1), resp.Opaque)
 	assert.Equal(t, want, resp.Body)
 }
+
+// A response to Conn.Invoke is the caller's: its body stays intact while the
+// event loop reads later frames of the connection into the same buffer.
+func TestServerInvokeResponseOwnsBody(t *testing.T) {
+	conns := make(chan *Conn, 1)
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		s.OnConnOpen(func(c *Conn) { conns <- c })
+	})
+	cl := MustNewClient(t, ClientConfig{})
+	want := bytes.Repeat([]byte("R"), 300)
+	cl.RegisterHandler(GetConsumerRunningInfo, func(addr string, req *Command) *Command {
+		resp := NewResponse(req, Success, "")
+		resp.Body = want
+		return resp
+	})
+	invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil)) // connect
+	c := <-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := c.Invoke(ctx, NewRequest(GetConsumerRunningInfo, nil, nil))
+	require.NoError(t, err)
+	for range 20 { // same-sized frames through the loop's buffer meanwhile
+		invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, bytes.Repeat([]byte("x"), 300)))
+	}
+	assert.Equal(t, want, resp.Body)
+}

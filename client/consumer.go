@@ -719,8 +719,13 @@ func (b *consumerBase) advance(pq *processQueue, gen, next int64) bool {
 
 // decode turns a pull body into messages ready for the user: bodies
 // uncompressed, tags re-checked, retry topics and namespaces undone.
+//
+// The bodies alias body: the remoting client gives every response a body
+// of its own (remoting.ReadCommand) and the pull path drops the response
+// after this, so the messages can keep it instead of a second copy of each
+// record's body. TestPulledBodiesOutliveLaterPulls fails if that changes.
 func (b *consumerBase) decode(pq *processQueue, body []byte, sd *protocol.SubscriptionData) ([]*MessageExt, error) {
-	recs, err := message.DecodeRecords(body)
+	recs, err := message.DecodeRecordsAliased(body)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,15 @@ type processQueue struct {
 	nextOffset int64 // next offset to pull
 	generation int64 // bumped by seek: pulls in flight are discarded
 	suggestID  int64 // brokerId the broker suggested for the next pull
-	consuming  map[int64]*MessageExt
-	consSize   int64     // body bytes of consuming
-	lockUntil  time.Time // broker lock held until (orderly)
+	// consuming holds what takeOrdered handed out and is not yet acked or
+	// given back, in the order handed out: a poll batch or two, or an
+	// orderly consumer's batch, so a slice is cheaper than a map written
+	// per message. Acks and give-backs come in the same order, which keeps
+	// finding them a step each. An offset is in at most one of msgs and
+	// consuming, and there once.
+	consuming []*MessageExt
+	consSize  int64     // body bytes of consuming
+	lockUntil time.Time // broker lock held until (orderly)
 
 	dropped atomic.Bool
 	paused  atomic.Bool
@@ -39,7 +45,7 @@ type processQueue struct {
 
 func newProcessQueue(mq MessageQueue, offset int64) *processQueue {
 	return &processQueue{
-		mq: mq, msgs: map[int64]*MessageExt{}, consuming: map[int64]*MessageExt{},
+		mq: mq, msgs: map[int64]*MessageExt{},
 		nextOffset: offset, maxOffset: offset - 1,
 		stop: make(chan struct{}), ready: make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -58,11 +64,15 @@ func (pq *processQueue) put(msgs []*MessageExt) int {
 	defer pq.mu.Unlock()
 	n := 0
 	for _, m := range msgs {
-		if _, ok := pq.msgs[m.QueueOffset]; ok {
-			continue
-		}
-		if _, ok := pq.consuming[m.QueueOffset]; ok {
-			continue
+		// Nothing above maxOffset was ever queued, so the usual pull (the
+		// run after the last) needs no duplicate check.
+		if m.QueueOffset <= pq.maxOffset {
+			if _, ok := pq.msgs[m.QueueOffset]; ok {
+				continue
+			}
+			if pq.consumingIndexLocked(m.QueueOffset) >= 0 {
+				continue
+			}
 		}
 		pq.msgs[m.QueueOffset] = m
 		pq.size += int64(len(m.Body))
@@ -136,17 +146,61 @@ func (pq *processQueue) lowestLocked() (int64, bool) {
 func (pq *processQueue) remove(msgs []*MessageExt) int64 {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
+	next, cut := 0, false
 	for _, m := range msgs {
 		if old, ok := pq.msgs[m.QueueOffset]; ok {
 			pq.size -= int64(len(old.Body))
 			delete(pq.msgs, m.QueueOffset)
 		}
-		if old, ok := pq.consuming[m.QueueOffset]; ok {
+		if old := pq.cutConsumingLocked(m.QueueOffset, &next); old != nil {
 			pq.consSize -= int64(len(old.Body))
-			delete(pq.consuming, m.QueueOffset)
+			cut = true
 		}
 	}
+	if cut {
+		pq.compactConsumingLocked()
+	}
 	return pq.commitOffsetLocked()
+}
+
+// consumingIndexLocked returns the index of offset in consuming, or -1.
+func (pq *processQueue) consumingIndexLocked(off int64) int {
+	for i, m := range pq.consuming {
+		if m != nil && m.QueueOffset == off {
+			return i
+		}
+	}
+	return -1
+}
+
+// cutConsumingLocked finds offset in consuming, searching from *next on
+// and wrapping, and sets its slot to nil (compactConsumingLocked removes
+// the holes). It returns the message, or nil, and leaves *next after the
+// slot, so a run of offsets in the order taken costs a step per message.
+func (pq *processQueue) cutConsumingLocked(off int64, next *int) *MessageExt {
+	n := len(pq.consuming)
+	for j := range n {
+		i := (*next + j) % n
+		if m := pq.consuming[i]; m != nil && m.QueueOffset == off {
+			pq.consuming[i] = nil
+			*next = i + 1
+			return m
+		}
+	}
+	return nil
+}
+
+// compactConsumingLocked drops the slots cutConsumingLocked emptied,
+// keeping the order of the rest.
+func (pq *processQueue) compactConsumingLocked() {
+	live := pq.consuming[:0]
+	for _, m := range pq.consuming {
+		if m != nil {
+			live = append(live, m)
+		}
+	}
+	clear(pq.consuming[len(live):])
+	pq.consuming = live
 }
 
 // ackConsuming acknowledges every message taken by takeOrdered (a pull
@@ -158,7 +212,8 @@ func (pq *processQueue) ackConsuming() (int64, bool) {
 	if len(pq.consuming) == 0 {
 		return 0, false
 	}
-	clear(pq.consuming)
+	clear(pq.consuming) // drop the pointers, keep the array
+	pq.consuming = pq.consuming[:0]
 	pq.consSize = 0
 	return pq.commitOffsetLocked(), true
 }
@@ -169,9 +224,9 @@ func (pq *processQueue) commitOffsetLocked() int64 {
 		low = off
 	}
 	// consuming holds at most a batch or two in flight.
-	for off := range pq.consuming {
-		if low < 0 || off < low {
-			low = off
+	for _, m := range pq.consuming {
+		if low < 0 || m.QueueOffset < low {
+			low = m.QueueOffset
 		}
 	}
 	if low >= 0 {
@@ -195,11 +250,11 @@ func (pq *processQueue) takeOrdered(n int) []*MessageExt {
 		}
 		delete(pq.msgs, off)
 		pq.size -= int64(len(m.Body))
-		pq.consuming[off] = m
 		pq.consSize += int64(len(m.Body))
 		out = append(out, m)
 	}
 	pq.order = pq.order[i:]
+	pq.consuming = append(pq.consuming, out...)
 	return out
 }
 
@@ -207,15 +262,19 @@ func (pq *processQueue) takeOrdered(n int) []*MessageExt {
 func (pq *processQueue) giveBack(msgs []*MessageExt) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
+	next, cut := 0, false
 	for _, m := range msgs {
-		if _, ok := pq.consuming[m.QueueOffset]; !ok {
+		if pq.cutConsumingLocked(m.QueueOffset, &next) == nil {
 			continue
 		}
-		delete(pq.consuming, m.QueueOffset)
+		cut = true
 		pq.consSize -= int64(len(m.Body))
 		pq.msgs[m.QueueOffset] = m
 		pq.size += int64(len(m.Body))
 		pq.insertOrderLocked(m.QueueOffset)
+	}
+	if cut {
+		pq.compactConsumingLocked()
 	}
 }
 
@@ -224,7 +283,7 @@ func (pq *processQueue) reset(offset int64) {
 	pq.mu.Lock()
 	defer pq.mu.Unlock()
 	pq.msgs = map[int64]*MessageExt{}
-	pq.consuming = map[int64]*MessageExt{}
+	pq.consuming = nil
 	pq.order = nil
 	pq.size, pq.consSize = 0, 0
 	pq.nextOffset = offset

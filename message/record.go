@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net/netip"
+	"strings"
 )
 
 // Commitlog record layout (big-endian), as RocketMQ's CommitLog writes it:
@@ -414,8 +415,14 @@ func (r *Record) fill(m *MessageExt, copyBody bool) {
 
 // fillMeta sets everything but Topic and Body.
 func (r *Record) fillMeta(m *MessageExt) {
-	m.Flag = r.Flag()
+	r.fillHeader(m)
 	m.Properties = UnmarshalProperties(r.Properties())
+}
+
+// fillHeader sets the fixed-width fields: everything but Topic, Body and
+// Properties.
+func (r *Record) fillHeader(m *MessageExt) {
+	m.Flag = r.Flag()
 	m.QueueID = r.QueueID()
 	m.StoreSize = int32(r.Size())
 	m.QueueOffset = r.QueueOffset()
@@ -437,45 +444,102 @@ func (r *Record) fillMeta(m *MessageExt) {
 // Bodies are copied, as DecodeRecord does, but into one buffer for the whole
 // run, and the messages are one array: a 32-record pull costs a handful of
 // allocations for them instead of 64. Each body keeps its own capacity, so
-// appending to one never touches its neighbour. Records of one topic (the
-// usual pull) share one topic string.
-func DecodeRecords(b []byte) ([]*MessageExt, error) {
-	// First pass: validate, count, and size the body buffer.
+// appending to one never touches its neighbour. The property names and
+// values of the whole run are substrings of one string, and records of one
+// topic (the usual pull) share one topic string, so what is left per message
+// is its Properties map.
+func DecodeRecords(b []byte) ([]*MessageExt, error) { return decodeRecords(b, true) }
+
+// DecodeRecordsAliased is DecodeRecords without the body copy: each Body is
+// a slice of b (capacity-limited, so an append reallocates instead of
+// overwriting the next record). It is for a caller that owns b and hands it
+// over, such as a consumer with a freshly read pull response; b must not be
+// changed or reused while any of the messages is in use. Everything else
+// (topic, properties) is copied out of b as DecodeRecords does.
+func DecodeRecordsAliased(b []byte) ([]*MessageExt, error) { return decodeRecords(b, false) }
+
+func decodeRecords(b []byte, copyBodies bool) ([]*MessageExt, error) {
+	// First pass: validate and size the body and properties buffers. The
+	// parsed records are kept for the passes below, on the stack for a
+	// pull of the usual size.
 	var (
-		n, bodyBytes int
-		bad          error
+		stack              [64]Record
+		recs               = stack[:0]
+		bodyBytes, propLen int
+		bad                error
 	)
-	for rest := b; len(rest) > 0; n++ {
+	for rest := b; len(rest) > 0; {
 		r, err := ParseRecord(rest)
 		if err != nil {
 			bad = err
 			break
 		}
+		recs = append(recs, r)
 		bodyBytes += r.bodyLen
+		propLen += r.propsLen
 		rest = rest[r.Size():]
 	}
-	if n == 0 {
+	if len(recs) == 0 {
 		return nil, bad
 	}
-	msgs := make([]MessageExt, n)
-	out := make([]*MessageExt, n)
-	bodies := make([]byte, 0, bodyBytes)
+	// Every properties string into one allocation. A message that outlives
+	// its neighbours keeps the run's properties alive with its own, a few
+	// hundred bytes per record, as a shared body buffer keeps the bodies.
+	var props string
+	if propLen > 0 {
+		var sb strings.Builder
+		sb.Grow(propLen)
+		for i := range recs {
+			sb.Write(recs[i].Properties())
+		}
+		props = sb.String()
+	}
+	msgs := make([]MessageExt, len(recs))
+	out := make([]*MessageExt, len(recs))
+	var bodies []byte
+	if copyBodies {
+		bodies = make([]byte, 0, bodyBytes)
+	}
 	var topic string
-	for i := range n {
-		r, _ := ParseRecord(b) // validated above
-		m := &msgs[i]
+	for i := range recs {
+		r, m := &recs[i], &msgs[i]
 		if t := r.Topic(); string(t) != topic {
 			topic = string(t)
 		}
-		start := len(bodies)
-		bodies = append(bodies, r.Body()...)
-		r.fillMeta(m)
 		m.Topic = topic
-		m.Body = bodies[start:len(bodies):len(bodies)]
+		if copyBodies {
+			start := len(bodies)
+			bodies = append(bodies, r.Body()...)
+			m.Body = bodies[start:len(bodies):len(bodies)]
+		} else {
+			m.Body = r.Body()
+		}
+		r.fillHeader(m)
+		m.Properties = propertiesOf(props[:r.propsLen])
+		props = props[r.propsLen:]
 		out[i] = m
-		b = b[r.Size():]
 	}
 	return out, bad
+}
+
+// propertiesOf is UnmarshalProperties over a string the map may keep:
+// names and values are substrings of s, so building the map allocates
+// only the map. The rules are UnmarshalProperties' own (a test holds the
+// two together).
+func propertiesOf(s string) map[string]string {
+	m := make(map[string]string, strings.Count(s, string(rune(PropertySeparator)))+1)
+	for len(s) > 0 {
+		item := s
+		if end := strings.IndexByte(s, PropertySeparator); end >= 0 {
+			item, s = s[:end], s[end+1:]
+		} else {
+			s = ""
+		}
+		if kv := strings.IndexByte(item, NameValueSeparator); kv > 0 && kv < len(item)-1 {
+			m[item[:kv]] = item[kv+1:]
+		}
+	}
+	return m
 }
 
 // UncompressBody returns body uncompressed when sysFlag says it is compressed,

@@ -20,7 +20,7 @@ func FuzzParsePropertiesString(f *testing.F) {
 	f.Add("\x01\x02\x01x\x02k\x01\x01v")
 	f.Add("a\x01b\x02a\x01c")
 	f.Fuzz(func(t *testing.T, s string) {
-		require.Equal(t, message.UnmarshalProperties([]byte(s)), parsePropertiesString(s))
+		require.Equal(t, message.UnmarshalProperties([]byte(s)), message.ParseProperties(s))
 	})
 }
 

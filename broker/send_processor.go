@@ -104,25 +104,6 @@ func parseSendHeader(ext map[string]string, k *sendKeys) (sendHeader, error) {
 	return h, r.err
 }
 
-// parsePropertiesString decodes a message properties string (name 0x01
-// value, 0x02 between entries) by the rules of message.UnmarshalProperties.
-// Names and values are substrings of s: no copy beyond the map.
-func parsePropertiesString(s string) map[string]string {
-	m := make(map[string]string, strings.Count(s, string(rune(message.PropertySeparator)))+2)
-	for len(s) > 0 {
-		item := s
-		if end := strings.IndexByte(s, message.PropertySeparator); end >= 0 {
-			item, s = s[:end], s[end+1:]
-		} else {
-			s = ""
-		}
-		if kv := strings.IndexByte(item, message.NameValueSeparator); kv > 0 && kv < len(item)-1 {
-			m[item[:kv]] = item[kv+1:]
-		}
-	}
-	return m
-}
-
 // registerSendProcessors routes the three send codes. A send to an existing
 // topic is answered on the event loop that read it (the store's append is a
 // copy into a mapped file; under SYNC_FLUSH the answer waits for the group
@@ -184,7 +165,7 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 			bornHost = hp
 		}
 	}
-	props := parsePropertiesString(h.properties)
+	props := message.ParseProperties(h.properties)
 	props[message.PropCluster] = b.cfg.BrokerClusterName
 	ext := message.MessageExt{
 		Message: message.Message{

@@ -219,7 +219,13 @@ func TestTransactionDiscardedAfterCheckMax(t *testing.T) {
 	assert.Equal(t, "orphan", string(m.Body))
 	assert.Equal(t, "txD", m.Property(message.PropRealTopic))
 	assert.Equal(t, "3", m.Property(message.PropTransactionCheckTimes))
-	resp := t5End(t, cl, b, "silent", h, message.TransactionCommitType)
+	// The moved copy can be visible before the discard is recorded; until
+	// then an END_TRANSACTION is told to retry.
+	var resp *remoting.Command
+	require.Eventually(t, func() bool {
+		resp = t5End(t, cl, b, "silent", h, message.TransactionCommitType)
+		return !strings.Contains(resp.Remark, ErrTransactionInFlight.Error())
+	}, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, int32(remoting.SystemError), resp.Code)
 	assert.Contains(t, resp.Remark, "discarded")
 	assert.Zero(t, b.store.MaxOffsetInQueue("txD", 0))

@@ -515,18 +515,18 @@ func decodeRecords(b []byte, copyBodies bool) ([]*MessageExt, error) {
 			m.Body = r.Body()
 		}
 		r.fillHeader(m)
-		m.Properties = propertiesOf(props[:r.propsLen])
+		m.Properties = ParseProperties(props[:r.propsLen])
 		props = props[r.propsLen:]
 		out[i] = m
 	}
 	return out, bad
 }
 
-// propertiesOf is UnmarshalProperties over a string the map may keep:
+// ParseProperties is UnmarshalProperties over a string the map may keep:
 // names and values are substrings of s, so building the map allocates
-// only the map. The rules are UnmarshalProperties' own (a test holds the
-// two together).
-func propertiesOf(s string) map[string]string {
+// only the map. The rules are UnmarshalProperties' own (tests hold the two
+// together).
+func ParseProperties(s string) map[string]string {
 	m := make(map[string]string, strings.Count(s, string(rune(PropertySeparator)))+1)
 	for len(s) > 0 {
 		item := s

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -40,22 +41,46 @@ type ClientConfig struct {
 
 // Client is the transport under our SDK and the broker's outbound calls: one
 // reused connection per address, responses matched by opaque.
+//
+// Per-call costs are kept off the hot path: async timeouts are enforced by
+// one periodic scan instead of a timer per call, callbacks run on a few
+// long-lived workers instead of a goroutine each, and call records (with the
+// channel a sync caller waits on) are reused.
 type Client struct {
 	cfg    ClientConfig
 	log    logrus.FieldLogger
 	opaque atomic.Int32
 	sem    chan struct{}
+	epoch  time.Time // call deadlines are monotonic offsets from here
 
-	mu       sync.Mutex // guards conns, handlers and closed
+	mu       sync.Mutex // guards conns, handlers, closed and scanning
 	conns    map[string]*clientConn
 	handlers map[RequestCode]RequestHandler
 	closed   bool
+	scanning bool // the timeout scan was started
 
-	wg sync.WaitGroup // read loops, handler and callback goroutines
+	// cbWork hands a callback to an idle worker. It is unbuffered on
+	// purpose: a callback never waits in a queue behind a worker that is
+	// itself blocked, say in a SendAsync waiting for a slot that only
+	// another callback frees, so callbacks cannot deadlock one another.
+	cbWork    chan callbackTask
+	cbWorkers atomic.Int32  // workers running
+	stop      chan struct{} // closed by Close: workers and the scan exit
+
+	wg sync.WaitGroup // read loops, the scan, handler and callback goroutines
 }
 
 // ErrClientClosed means the client was closed.
 var ErrClientClosed = errors.New("remoting: client closed")
+
+const (
+	// timeoutScanInterval is how often async calls are checked against
+	// their deadlines, so a timeout fires up to this much late.
+	timeoutScanInterval = 50 * time.Millisecond
+	// maxCallbackWorkers bounds the long-lived callback workers; a
+	// callback arriving while all are busy runs on a goroutine of its own.
+	maxCallbackWorkers = 16
+)
 
 // NewClient returns a client; it dials lazily.
 func NewClient(cfg ClientConfig) *Client {
@@ -80,8 +105,11 @@ func NewClient(cfg ClientConfig) *Client {
 		cfg:      cfg,
 		log:      cfg.Logger.WithField("component", "remoting-client"),
 		sem:      make(chan struct{}, cfg.MaxServerRequests),
+		epoch:    time.Now(),
 		conns:    make(map[string]*clientConn),
 		handlers: make(map[RequestCode]RequestHandler),
+		cbWork:   make(chan callbackTask),
+		stop:     make(chan struct{}),
 	}
 }
 
@@ -98,57 +126,69 @@ func (cl *Client) InvokeSync(ctx context.Context, addr string, req *Command) (*C
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan *Command, 1)
-	op := cc.register(&call{ch: ch})
+	c := newCall()
+	op := cc.register(c)
 	if op == 0 {
+		c.free()
 		return nil, fmt.Errorf("remoting: invoke %s: %w", addr, ErrConnClosed)
 	}
 	if err := cc.send(ctx, req, op, 0); err != nil {
-		cc.unregister(op)
+		if cc.unregister(op) {
+			c.free()
+		} // else the connection's close owns c and will still send to c.ch
 		return nil, err
 	}
-	select {
-	case resp, ok := <-ch:
-		if !ok {
-			return nil, fmt.Errorf("remoting: invoke code %d on %s: %w", req.Code, addr, ErrConnClosed)
+	var resp *Command
+	if done := ctx.Done(); done == nil {
+		resp = <-c.ch
+	} else {
+		select {
+		case resp = <-c.ch:
+		case <-done:
+			if cc.unregister(op) {
+				c.free()
+			} // else a response or the close is being delivered to c.ch: drop c
+			return nil, fmt.Errorf("remoting: invoke code %d on %s: %w", req.Code, addr, ctx.Err())
 		}
-		return resp, nil
-	case <-ctx.Done():
-		cc.unregister(op)
-		return nil, fmt.Errorf("remoting: invoke code %d on %s: %w", req.Code, addr, ctx.Err())
 	}
+	// The one value for this registration was received: nobody else holds c.
+	c.free()
+	if resp == nil {
+		return nil, fmt.Errorf("remoting: invoke code %d on %s: %w", req.Code, addr, ErrConnClosed)
+	}
+	return resp, nil
 }
 
 // InvokeAsync sends req and calls cb once with the response or an error
 // (timeout after the given duration, or the connection closing). cb runs on
-// its own goroutine. Exactly one of these happens: InvokeAsync returns an
-// error, or cb is called.
+// one of the client's callback workers or its own goroutine, never on the
+// caller's; it may block and may invoke again. Callbacks of different calls
+// run in no particular order. Exactly one of these happens: InvokeAsync
+// returns an error, or cb is called.
 func (cl *Client) InvokeAsync(ctx context.Context, addr string, req *Command, timeout time.Duration, cb func(*Command, error)) error {
 	cc, err := cl.conn(ctx, addr)
 	if err != nil {
 		return err
 	}
-	c := &call{cb: cb}
-	op := cl.nextOpaque()
-	cc.mu.Lock()
-	if cc.closed {
-		cc.mu.Unlock()
+	cl.startTimeoutScan()
+	c := newCall()
+	c.cb = cb
+	c.code = req.Code
+	now := cl.monotonic()
+	c.deadline = now + int64(timeout)
+	if c.deadline < now {
+		c.deadline = math.MaxInt64 // a timeout too long to add means none
+	}
+	op := cc.register(c)
+	if op == 0 {
+		c.free()
 		return fmt.Errorf("remoting: invoke %s: %w", addr, ErrConnClosed)
 	}
-	// The timer is armed under the lock, so whoever later takes the call out of
-	// pending (response, close, or the timer itself) sees it set.
-	c.timer = time.AfterFunc(timeout, func() {
-		if cc.unregister(op) {
-			cl.runCallback(cb, nil, fmt.Errorf("remoting: invoke code %d on %s: %w", req.Code, addr, context.DeadlineExceeded))
-		}
-	})
-	cc.pending[op] = c
-	cc.mu.Unlock()
 	if err := cc.send(ctx, req, op, 0); err != nil && cc.unregister(op) {
 		// Still pending, so cb was not called: the caller learns of the failure
-		// from the returned error alone. Otherwise the connection's close
-		// already reported it through cb.
-		c.timer.Stop()
+		// from the returned error alone. Otherwise the connection's close or
+		// the timeout scan already reported it through cb.
+		c.free()
 		return err
 	}
 	return nil
@@ -174,7 +214,8 @@ func (cl *Client) CloseConn(addr string) {
 	}
 }
 
-// Close closes every connection and waits for the client's goroutines.
+// Close closes every connection and waits for the client's goroutines,
+// callbacks included (so a callback must not call Close).
 func (cl *Client) Close() error {
 	cl.mu.Lock()
 	if cl.closed {
@@ -182,6 +223,7 @@ func (cl *Client) Close() error {
 		return nil
 	}
 	cl.closed = true
+	close(cl.stop)
 	conns := cl.conns
 	cl.conns = map[string]*clientConn{}
 	cl.mu.Unlock()
@@ -200,12 +242,105 @@ func (cl *Client) nextOpaque() int32 {
 	}
 }
 
-func (cl *Client) runCallback(cb func(*Command, error), resp *Command, err error) {
+// monotonic is the time since the client was made, immune to clock steps.
+func (cl *Client) monotonic() int64 { return int64(time.Since(cl.epoch)) }
+
+// callbackTask is one InvokeAsync outcome waiting to be delivered.
+type callbackTask struct {
+	cb   func(*Command, error)
+	resp *Command
+	err  error
+}
+
+// runCallback hands t to an idle callback worker, starts a new worker for
+// it while there are fewer than maxCallbackWorkers, or else runs it on a
+// goroutine of its own. It never blocks, so the read loop keeps reading
+// while callbacks are slow. Callers run on goroutines counted in cl.wg (read
+// loops and the timeout scan), so the Add here never races Close's Wait.
+func (cl *Client) runCallback(t callbackTask) {
+	select {
+	case cl.cbWork <- t:
+		return
+	default:
+	}
+	for {
+		n := cl.cbWorkers.Load()
+		if n >= maxCallbackWorkers {
+			break
+		}
+		if cl.cbWorkers.CompareAndSwap(n, n+1) {
+			cl.wg.Add(1)
+			go cl.callbackLoop(t)
+			return
+		}
+	}
 	cl.wg.Add(1)
 	go func() {
 		defer cl.wg.Done()
-		cb(resp, err)
+		t.cb(t.resp, t.err)
 	}()
+}
+
+// callbackLoop is a callback worker: it runs first, then whatever it is
+// handed, until Close.
+func (cl *Client) callbackLoop(first callbackTask) {
+	defer cl.wg.Done()
+	defer cl.cbWorkers.Add(-1)
+	t := first
+	for {
+		t.cb(t.resp, t.err)
+		t = callbackTask{} // hold no response while idle
+		select {
+		case t = <-cl.cbWork:
+		case <-cl.stop:
+			return
+		}
+	}
+}
+
+// startTimeoutScan starts the timeout scan on the first async call. It
+// checks closed under mu, which Close sets before it waits, so the scan is
+// either counted in cl.wg before Close waits or never started.
+func (cl *Client) startTimeoutScan() {
+	cl.mu.Lock()
+	if !cl.scanning && !cl.closed {
+		cl.scanning = true
+		cl.wg.Add(1)
+		go cl.timeoutLoop()
+	}
+	cl.mu.Unlock()
+}
+
+// timeoutLoop fails async calls past their deadline, every
+// timeoutScanInterval until Close.
+func (cl *Client) timeoutLoop() {
+	defer cl.wg.Done()
+	t := time.NewTicker(timeoutScanInterval)
+	defer t.Stop()
+	var conns []*clientConn
+	var expired []expiredCall
+	for {
+		select {
+		case <-cl.stop:
+			return
+		case <-t.C:
+		}
+		cl.mu.Lock()
+		conns = conns[:0]
+		for _, cc := range cl.conns {
+			conns = append(conns, cc)
+		}
+		cl.mu.Unlock()
+		now := cl.monotonic()
+		for _, cc := range conns {
+			expired = cc.expire(now, expired[:0])
+			for _, e := range expired {
+				cl.runCallback(callbackTask{cb: e.cb, err: fmt.Errorf("remoting: invoke code %d on %s: %w", e.code, cc.addr, context.DeadlineExceeded)})
+			}
+		}
+		clear(conns) // keep no closed connection alive between scans
+		clear(expired)
+	}
 }
 
 // conn returns the live connection to addr, dialling one if needed.
@@ -244,10 +379,34 @@ func (cl *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 	return cc, nil
 }
 
+// call is one request waiting for its response: a sync caller waiting on ch,
+// or an async one whose cb the response, the timeout scan or the
+// connection's close completes. Whoever removes it from pending owns
+// completing it; calls are reused (newCall, free) only once no one else can
+// still reach them, so a late response can never land in a later call.
 type call struct {
-	ch    chan *Command // for InvokeSync
-	cb    func(*Command, error)
-	timer *time.Timer
+	ch       chan *Command // sync: one response, or nil when the connection closed
+	cb       func(*Command, error)
+	code     int32 // async: the request code, for the timeout error
+	deadline int64 // async: Client.monotonic time the call times out
+}
+
+var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
+
+func newCall() *call { return callPool.Get().(*call) }
+
+// free returns c for reuse; c must be out of pending with ch drained.
+func (c *call) free() {
+	c.cb = nil
+	c.code = 0
+	c.deadline = 0
+	callPool.Put(c)
+}
+
+// expiredCall is an async call the timeout scan took out of pending.
+type expiredCall struct {
+	cb   func(*Command, error)
+	code int32
 }
 
 type clientConn struct {
@@ -263,6 +422,7 @@ type clientConn struct {
 	spare    []byte     // the flusher's previous buffer, reused
 	flushing bool       // a writer is writing; others only queue
 	werr     error      // the write error that closed the connection
+	wdl      time.Time  // write deadline set on nc; only the flusher touches it
 
 	mu      sync.Mutex // guards pending and closed
 	pending map[int32]*call
@@ -297,6 +457,21 @@ func (cc *clientConn) unregister(op int32) bool {
 	return ok
 }
 
+// expire takes the async calls whose deadline is before now out of pending,
+// appending them to dst for the caller to fail.
+func (cc *clientConn) expire(now int64, dst []expiredCall) []expiredCall {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for op, c := range cc.pending {
+		if c.cb != nil && c.deadline < now {
+			delete(cc.pending, op)
+			dst = append(dst, expiredCall{cb: c.cb, code: c.code})
+			c.free()
+		}
+	}
+	return dst
+}
+
 func (cc *clientConn) send(ctx context.Context, req *Command, opaque, flags int32) error {
 	req.Opaque = opaque
 	req.Flag = (req.Flag &^ (flagResponse | flagOneway)) | flags
@@ -309,18 +484,31 @@ func (cc *clientConn) send(ctx context.Context, req *Command, opaque, flags int3
 	return cc.write(ctx, req)
 }
 
-// maxSpareWriteBuf bounds the write buffer kept between bursts.
-const maxSpareWriteBuf = 256 << 10
+const (
+	// maxSpareWriteBuf bounds the write buffer kept between bursts.
+	maxSpareWriteBuf = 256 << 10
+	// minWriteTimeout is the least time a flush is given (see write).
+	minWriteTimeout = time.Second
+)
 
 // write queues cmd's frame and, unless another writer is already flushing,
 // writes out everything queued until the queue is empty. A frame queued
 // behind a flusher returns before it reaches the socket; if the write then
 // fails, the connection closes and every pending call fails with
 // ErrConnClosed, so no caller waits on a frame that was lost.
+//
+// The socket is shared, and a write that times out part-way must close it;
+// so a caller whose context already ended sends nothing, and a flush is
+// given at least minWriteTimeout however little of the caller's time is
+// left, rather than failing every call on the connection for one caller's
+// deadline.
 func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("remoting: write to %s: %w", cc.addr, err)
+	}
 	timeout := cc.cl.cfg.WriteTimeout
 	if deadline, ok := ctx.Deadline(); ok {
-		timeout = time.Until(deadline)
+		timeout = max(time.Until(deadline), minWriteTimeout)
 	}
 	cc.wmu.Lock()
 	if cc.werr != nil {
@@ -345,7 +533,7 @@ func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
 		cc.wbuf = cc.spare[:0]
 		cc.spare = nil
 		cc.wmu.Unlock()
-		_ = cc.nc.SetWriteDeadline(time.Now().Add(timeout))
+		cc.setWriteDeadline(timeout)
 		_, err := cc.nc.Write(buf)
 		cc.wmu.Lock()
 		if cap(buf) <= maxSpareWriteBuf {
@@ -368,7 +556,23 @@ func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
 	return nil
 }
 
-// close closes the socket and fails every pending call. Safe to call twice.
+// setWriteDeadline bounds the next write by timeout. Moving a socket deadline
+// re-arms a runtime timer, so one already set slightly earlier than asked
+// (by at most an eighth of timeout, and never later) is kept: back-to-back
+// writes then share it. Only the flusher calls this.
+func (cc *clientConn) setWriteDeadline(timeout time.Duration) {
+	want := time.Now().Add(timeout)
+	if !cc.wdl.After(want) && want.Sub(cc.wdl) <= timeout/8 {
+		return
+	}
+	cc.wdl = want
+	_ = cc.nc.SetWriteDeadline(want)
+}
+
+// close marks the connection closed, so no call registers on it any more, and
+// closes the socket. The read loop then fails the calls still pending: it is
+// counted in the client's WaitGroup, so callbacks are never started after
+// Close stopped waiting. Safe to call twice.
 func (cc *clientConn) close(reason error) {
 	cc.mu.Lock()
 	if cc.closed {
@@ -376,8 +580,6 @@ func (cc *clientConn) close(reason error) {
 		return
 	}
 	cc.closed = true
-	pending := cc.pending
-	cc.pending = nil
 	cc.mu.Unlock()
 	_ = cc.nc.Close()
 	cc.cl.mu.Lock()
@@ -388,26 +590,46 @@ func (cc *clientConn) close(reason error) {
 	if reason != nil {
 		cc.cl.log.WithFields(logrus.Fields{"addr": cc.addr, "reason": reason}).Debug("connection closed")
 	}
+}
+
+// failPending fails every call still pending on the closed connection.
+func (cc *clientConn) failPending() {
+	cc.mu.Lock()
+	pending := cc.pending
+	cc.pending = nil
+	cc.mu.Unlock()
+	var err error
 	for _, c := range pending {
-		if c.ch != nil {
-			close(c.ch)
+		if c.cb == nil {
+			c.ch <- nil // the caller reports ErrConnClosed
 			continue
 		}
-		if c.timer != nil {
-			c.timer.Stop()
+		if err == nil {
+			err = fmt.Errorf("remoting: %s: %w", cc.addr, ErrConnClosed)
 		}
-		cc.cl.runCallback(c.cb, nil, fmt.Errorf("remoting: %s: %w", cc.addr, ErrConnClosed))
+		cc.cl.runCallback(callbackTask{cb: c.cb, err: err})
+		c.free()
 	}
 }
 
 func (cc *clientConn) readLoop() {
 	defer cc.cl.wg.Done()
 	r := bufio.NewReaderSize(cc.nc, 64<<10)
+	idle := cc.cl.cfg.IdleTimeout
+	// The read deadline is pushed forward at most once per slack rather
+	// than per frame (each move re-arms a runtime timer), so a silent
+	// connection closes between idle-slack and idle after its last frame.
+	slack := min(idle/16, time.Second)
+	var rdl time.Time
 	for {
-		_ = cc.nc.SetReadDeadline(time.Now().Add(cc.cl.cfg.IdleTimeout))
+		if now := time.Now(); now.Add(idle - slack).After(rdl) {
+			rdl = now.Add(idle)
+			_ = cc.nc.SetReadDeadline(rdl)
+		}
 		cmd, err := ReadCommand(r)
 		if err != nil {
 			cc.close(err)
+			cc.failPending()
 			return
 		}
 		if cmd.IsResponse() {
@@ -426,14 +648,12 @@ func (cc *clientConn) complete(resp *Command) {
 	if !ok {
 		return // timed out already, or an answer to a oneway request
 	}
-	if c.ch != nil {
-		c.ch <- resp
+	if c.cb == nil {
+		c.ch <- resp // buffered, and this is the registration's only send
 		return
 	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	cc.cl.runCallback(c.cb, resp, nil)
+	cc.cl.runCallback(callbackTask{cb: c.cb, resp: resp})
+	c.free()
 }
 
 // serve runs the handler for a server-sent request on a bounded goroutine;

@@ -33,7 +33,7 @@ func BenchmarkPrepareSingle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = p.request(out, MessageQueue{Topic: "T", BrokerName: "b"})
+		releaseRequest(p.request(out, MessageQueue{Topic: "T", BrokerName: "b"}))
 	}
 }
 

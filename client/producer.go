@@ -212,7 +212,8 @@ func (p *Producer) request(out *outgoing, q MessageQueue) *remoting.Command {
 	if out.batch {
 		code = remoting.SendBatchMessage
 	}
-	ext := make(map[string]string, 14)
+	req := sendRequests.Get().(*remoting.Command)
+	ext := req.ExtFields
 	ext["a"] = p.groupName()
 	ext["b"] = out.topic
 	ext["c"] = p.c.o.createTopicKey
@@ -238,7 +239,24 @@ func (p *Producer) request(out *outgoing, q MessageQueue) *remoting.Command {
 	if q.BrokerName != "" {
 		ext["n"] = q.BrokerName
 	}
-	return remoting.NewRequest(code, ext, out.body)
+	*req = *remoting.NewRequest(code, ext, out.body)
+	return req
+}
+
+// sendRequests recycles send requests with their header maps: the transport
+// encodes a request before InvokeSync, InvokeAsync or InvokeOneway returns,
+// so once they return the request can serve the next send. A send header has
+// 14 fields, past the size a map holds without a table of its own.
+var sendRequests = sync.Pool{New: func() any {
+	return &remoting.Command{ExtFields: make(map[string]string, 16)}
+}}
+
+// releaseRequest returns a request made by request once it was sent.
+func releaseRequest(req *remoting.Command) {
+	ext := req.ExtFields
+	clear(ext)
+	*req = remoting.Command{ExtFields: ext}
+	sendRequests.Put(req)
 }
 
 // publishQueues returns topic's writable queues, falling back to the
@@ -369,6 +387,7 @@ func (p *Producer) sendTo(ctx context.Context, out *outgoing, q MessageQueue, on
 		return nil, err
 	}
 	req := p.request(out, q)
+	defer releaseRequest(req)
 	if oneway {
 		wctx, cancel := context.WithTimeout(ctx, p.c.o.sendTimeout)
 		defer cancel()
@@ -558,7 +577,8 @@ func (s *asyncSend) next(inline bool) {
 					timeout = left
 				}
 			}
-			err = p.c.rc.InvokeAsync(s.ctx, addr, p.request(s.out, q), timeout, func(resp *remoting.Command, err error) {
+			req := p.request(s.out, q)
+			err = p.c.rc.InvokeAsync(s.ctx, addr, req, timeout, func(resp *remoting.Command, err error) {
 				var res *SendResult
 				if err == nil {
 					res, err = p.result(addr, s.out, q, resp)
@@ -567,6 +587,7 @@ func (s *asyncSend) next(inline bool) {
 					s.next(false)
 				}
 			})
+			releaseRequest(req)
 			if err == nil {
 				return // the callback takes over
 			}

@@ -101,12 +101,14 @@ func (ManualSelector) Select(msg *Message, queues []MessageQueue, _ string) (Mes
 }
 
 // faultTracker remembers brokers that timed out or could not be reached, so
-// a producer avoids them for a while when it has a choice.
+// a producer avoids them for a while when it has a choice. Every send asks
+// it; while no broker is avoided (the usual case) that costs one atomic load.
 type faultTracker struct {
-	d     time.Duration
-	mu    sync.Mutex
-	until map[string]time.Time
-	now   func() time.Time
+	d        time.Duration
+	avoiding atomic.Int32 // len(until), for the lock-free fast path
+	mu       sync.Mutex
+	until    map[string]time.Time
+	now      func() time.Time
 }
 
 func newFaultTracker(d time.Duration) *faultTracker {
@@ -120,18 +122,26 @@ func (f *faultTracker) mark(broker string) {
 	}
 	f.mu.Lock()
 	f.until[broker] = f.now().Add(f.d)
+	f.avoiding.Store(int32(len(f.until)))
 	f.mu.Unlock()
 }
 
 // clear forgets broker's failure after a success.
 func (f *faultTracker) clear(broker string) {
+	if f.avoiding.Load() == 0 {
+		return
+	}
 	f.mu.Lock()
 	delete(f.until, broker)
+	f.avoiding.Store(int32(len(f.until)))
 	f.mu.Unlock()
 }
 
 // available reports whether broker is not being avoided.
 func (f *faultTracker) available(broker string) bool {
+	if f.avoiding.Load() == 0 {
+		return true
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	u, ok := f.until[broker]
@@ -140,6 +150,7 @@ func (f *faultTracker) available(broker string) bool {
 	}
 	if f.now().After(u) {
 		delete(f.until, broker)
+		f.avoiding.Store(int32(len(f.until)))
 		return true
 	}
 	return false
@@ -148,6 +159,9 @@ func (f *faultTracker) available(broker string) bool {
 // filter returns the queues of available brokers, or all of them when every
 // broker is being avoided (a send must go somewhere).
 func (f *faultTracker) filter(queues []MessageQueue) []MessageQueue {
+	if f.avoiding.Load() == 0 {
+		return queues
+	}
 	out := make([]MessageQueue, 0, len(queues))
 	for _, q := range queues {
 		if f.available(q.BrokerName) {

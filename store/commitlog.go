@@ -148,6 +148,9 @@ type CommitLog struct {
 	// writeThrough writes records with pwrite instead of a copy into the
 	// mapping (SYNC_FLUSH; see writeAt).
 	writeThrough bool
+	// warm keeps the mapping ahead of the writer resident (nil under
+	// SYNC_FLUSH, which writes with pwrite; see warm.go).
+	warm *warmer
 
 	putMu      sync.Mutex
 	topicQueue map[topicQueueKey]int64 // next consume queue offset; guarded by putMu
@@ -193,6 +196,9 @@ func NewCommitLog(cfg *Config, log logrus.FieldLogger) (*CommitLog, error) {
 	cl.alloc = newFileAllocator(log)
 	cl.mfq.SetAllocator(cl.alloc.allocate)
 	cl.flush = newFlushService(cl)
+	if !cl.writeThrough {
+		cl.warm = newWarmer(cl)
+	}
 	return cl, nil
 }
 
@@ -220,6 +226,9 @@ func (cl *CommitLog) Start() {
 		cl.alloc.prepare(cl.mfq.Dir(), last.FileFromOffset()+int64(size), size)
 	}
 	cl.flush.start()
+	if cl.warm != nil {
+		cl.warm.start()
+	}
 }
 
 // Shutdown stops the flush loop after a final full flush and unmaps the
@@ -232,6 +241,9 @@ func (cl *CommitLog) Shutdown() error {
 	cl.putMu.Lock()
 	cl.putMu.Unlock()
 	err := cl.flush.shutdown()
+	if cl.warm != nil {
+		cl.warm.shutdown()
+	}
 	cl.alloc.close()
 	return errors.Join(err, cl.mfq.Close())
 }
@@ -532,6 +544,9 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		return illegal(UnknownError, err)
 	}
 	mf.SetWrotePosition(pos + len(recs))
+	if cl.warm != nil {
+		cl.warm.wrote(base + int64(len(recs)))
+	}
 	if advance {
 		cl.topicQueue[key] = queueOffset + int64(n)
 	}

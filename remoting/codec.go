@@ -97,9 +97,11 @@ func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
 }
 
 // ReadCommand reads one frame from r. It allocates only after the length field
-// has passed its bounds check. From a bufio.Reader, a frame that fits its
-// buffer is decoded in place: only the body is copied out, so a frame
-// without one (a send's answer) costs no frame buffer.
+// has passed its bounds check. From a bufio.Reader, a small frame is decoded
+// in place: only the body is copied out, so a frame without one (a send's
+// answer) costs no frame buffer. A large one (a pull's records) is read into
+// a buffer of its own, which becomes the body: making room for it in the
+// reader's buffer would move what is buffered first.
 func ReadCommand(r io.Reader) (*Command, error) {
 	var prefix [4]byte
 	if br, ok := r.(*bufio.Reader); ok {
@@ -111,7 +113,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 		if err != nil {
 			return nil, err
 		}
-		if 4+n <= br.Size() {
+		if 4+n <= min(br.Size(), maxInPlaceFrame) {
 			frame, err := br.Peek(4 + n)
 			if err != nil {
 				return nil, readErr(err, len(frame))
@@ -134,6 +136,10 @@ func ReadCommand(r io.Reader) (*Command, error) {
 	}
 	return decodeFrame(frame, false)
 }
+
+// maxInPlaceFrame bounds the frames ReadCommand decodes in a
+// bufio.Reader's buffer.
+const maxInPlaceFrame = 8 << 10
 
 // readErr is what io.ReadFull would report after reading got bytes of a
 // frame: io.EOF only before the first byte, io.ErrUnexpectedEOF after.

@@ -324,14 +324,14 @@ func TestCountRocketMQFields(t *testing.T) {
 // and checks truncated input reports what io.ReadFull would.
 func TestReadCommandFromBufio(t *testing.T) {
 	small := &Command{Code: int32(Success), Opaque: 1, Flag: flagResponse, ExtFields: map[string]string{"queueId": "3"}}
-	large := &Command{Code: int32(Success), Opaque: 2, Flag: flagResponse, Body: bytes.Repeat([]byte("r"), 5000)}
+	large := &Command{Code: int32(Success), Opaque: 2, Flag: flagResponse, Body: bytes.Repeat([]byte("r"), 10000)}
 	var stream []byte
 	for _, c := range []*Command{small, large, small} {
 		var err error
 		stream, err = AppendFrame(stream, c)
 		require.NoError(t, err)
 	}
-	r := bufio.NewReaderSize(bytes.NewReader(stream), 4096) // the large frame does not fit
+	r := bufio.NewReaderSize(bytes.NewReader(stream), 64<<10) // the large frame is read on its own
 	for _, want := range []*Command{small, large, small} {
 		got, err := ReadCommand(r)
 		require.NoError(t, err)

@@ -73,7 +73,8 @@ func (hs *pullHoldService) park(pr *pullRequest) parkResult {
 }
 
 // notifyMessageArriving is the store's arriving listener: it runs on the
-// dispatch goroutine for every new consume-queue entry, so it only takes
+// dispatching goroutine (usually the event loop that stored the message)
+// for every new consume-queue entry, so it only takes
 // the matching requests out of the table and hands them to the pull pool.
 func (hs *pullHoldService) notifyMessageArriving(topic string, queueID int32, maxOffset, tagsCode, _ int64) {
 	hs.wakeQueue(holdKey{topic, queueID}, maxOffset, tagsCode, true)

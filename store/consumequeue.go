@@ -64,8 +64,8 @@ func putCQEntry(b []byte, e CQEntry) {
 // <root>/consumequeue/<topic>/<queueId>/ and are named by the byte offset of
 // their first entry (n*20).
 //
-// Put is called by the single dispatch goroutine; reads run concurrently and
-// see only published (wrote-position) entries. putMu also serialises
+// Put is called by one dispatcher at a time (under the dispatch lock);
+// reads run concurrently and see only published (wrote-position) entries. putMu also serialises
 // truncation and min-offset correction against Put.
 type ConsumeQueue struct {
 	topic   string
@@ -99,7 +99,7 @@ func NewConsumeQueue(rootDir, topic string, queueID int32, fileSize int, log log
 	}
 	// Consume-queue files are created sparse, as RocketMQ's are: a queue's
 	// first message should not wait for 6 MB of zeros to be written and
-	// synced by the dispatch loop, and their flushes are in the background.
+	// synced by the dispatcher, and their flushes are in the background.
 	cq.q.SetAllocator(func(dir string, offset int64, fileSize int) (*MappedFile, error) {
 		return createMappedFile(filepath.Join(dir, fileName(offset)), offset, fileSize, true)
 	})

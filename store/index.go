@@ -175,7 +175,7 @@ func (f *indexFile) selectPhyOffsets(out []int64, key string, maxNum int, begin,
 }
 
 // IndexService keeps the index files in <root>/index and answers key
-// queries. BuildIndex is called by the dispatch goroutine; queries run
+// queries. BuildIndex is called by one dispatcher at a time; queries run
 // concurrently under the read lock.
 type IndexService struct {
 	dir      string

@@ -67,8 +67,9 @@ type queueKey struct {
 // holding every message, a consume queue per topic-queue pointing into it,
 // index files by key, and the loops that dispatch, flush and clean them.
 //
-// Writers call PutMessage/PutMessages; the dispatch loop then adds the
-// consume-queue and index entries and tells the arriving listener. Readers
+// Writers call PutMessage/PutMessages and then dispatch what they appended:
+// the consume-queue and index entries, then the arriving listener (the
+// dispatch loop is the fallback; see reputService). Readers
 // (GetMessage and friends) are safe from any goroutine. Open starts the
 // loops; Shutdown stops them.
 type Store struct {
@@ -627,7 +628,7 @@ func (s *Store) DeleteTopic(topic string) error {
 		return fmt.Errorf("store: topic %q cannot name a consume queue directory", topic)
 	}
 	// Records up to the current end belong to the deleted topic; marking
-	// them first keeps the dispatch loop from re-creating the queues.
+	// them first keeps dispatch from re-creating the queues.
 	end := s.commitLog.MaxOffset()
 	s.cqMu.Lock()
 	s.deletedBefore[topic] = end

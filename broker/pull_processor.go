@@ -74,10 +74,16 @@ func (cs *consumeState) pull(c *remoting.Conn, req *remoting.Command, inline boo
 // writePull answers pr with resp and the records held by body, then
 // releases body. The records are appended straight into the frame buffer
 // (Conn.ReplyWith): one copy out of the mapped files, where building
-// resp.Body first would copy them twice.
+// resp.Body first would copy them twice. Records that may have to come from
+// disk are copied outside the connection's write lock, which its event loop
+// takes (Conn.ReplyWithOwnBuffer).
 func (cs *consumeState) writePull(pr *pullRequest, resp *remoting.Command, body *store.GetMessageResult) {
 	defer body.Release()
-	if err := pr.conn.ReplyWith(pr.req, resp, body.BufferTotalSize, body.AppendBody); err != nil && !errors.Is(err, remoting.ErrConnClosed) {
+	reply := pr.conn.ReplyWith
+	if body.FromDisk {
+		reply = pr.conn.ReplyWithOwnBuffer
+	}
+	if err := reply(pr.req, resp, body.BufferTotalSize, body.AppendBody); err != nil && !errors.Is(err, remoting.ErrConnClosed) {
 		cs.log.WithFields(logrus.Fields{"peer": pr.conn.RemoteAddr(), "topic": pr.h.Topic}).WithError(err).
 			Warn("cannot write pull response")
 	}

@@ -37,8 +37,9 @@ type Conn struct {
 	wakeSent bool // a Wake is on its way to the loop; it will flush wbuf
 }
 
-// Frames with bodies larger than coalesceMaxBody skip the queue: a pull
-// response is written from its own buffer rather than copied again.
+// Write sends frames with bodies larger than coalesceMaxBody from a buffer
+// of their own rather than copying them into the queue; ReplyWith queues
+// any size (its body is copied once, into the queue).
 const (
 	coalesceMaxBody = 16 << 10
 	maxSpareConnBuf = 256 << 10
@@ -152,12 +153,9 @@ func (c *Conn) flushQueued(gc gnet.Conn) {
 // Reply sends resp as the answer to req: it copies req's opaque and serialize
 // type and sets the response bit. Requests with the oneway bit get no answer.
 func (c *Conn) Reply(req, resp *Command) error {
-	if req.IsOneway() {
+	if !c.prepareReply(req, resp) {
 		return nil
 	}
-	resp.Opaque = req.Opaque
-	resp.SerializeType = req.SerializeType
-	resp.MarkResponse()
 	return c.Write(resp)
 }
 
@@ -165,17 +163,50 @@ func (c *Conn) Reply(req, resp *Command) error {
 // bytes) straight into the connection's write buffer, saving the copy
 // through resp.Body and a buffer per answer: a pull response's records go
 // from the mapped files into the frame once, and the buffer is reused.
+// appendBody runs under the write lock, which the event loop takes on every
+// turn for this connection: it must only copy from memory. A body that may
+// have to be read from disk (records no longer in the page cache) goes
+// through ReplyWithOwnBuffer.
 func (c *Conn) ReplyWith(req, resp *Command, bodyLen int, appendBody func([]byte) []byte) error {
-	if req.IsOneway() {
+	if !c.prepareReply(req, resp) {
 		return nil
 	}
 	if c.Closed() {
 		return ErrConnClosed
 	}
+	return c.queueFrame(func(dst []byte) ([]byte, error) { return AppendFrameWith(dst, resp, bodyLen, appendBody) })
+}
+
+// ReplyWithOwnBuffer is ReplyWith that builds the frame in a buffer of its
+// own, outside any lock the event loop takes, and hands it to gnet: for a
+// body copied out of data that may fault in from disk.
+func (c *Conn) ReplyWithOwnBuffer(req, resp *Command, bodyLen int, appendBody func([]byte) []byte) error {
+	if !c.prepareReply(req, resp) {
+		return nil
+	}
+	if c.Closed() {
+		return ErrConnClosed
+	}
+	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+bodyLen), resp, bodyLen, appendBody)
+	if err != nil {
+		return err
+	}
+	if err := c.gc.AsyncWrite(buf, nil); err != nil {
+		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
+	}
+	return nil
+}
+
+// prepareReply makes resp the answer to req; false means req is oneway and
+// gets none.
+func (c *Conn) prepareReply(req, resp *Command) bool {
+	if req.IsOneway() {
+		return false
+	}
 	resp.Opaque = req.Opaque
 	resp.SerializeType = req.SerializeType
 	resp.MarkResponse()
-	return c.queueFrame(func(dst []byte) ([]byte, error) { return AppendFrameWith(dst, resp, bodyLen, appendBody) })
+	return true
 }
 
 func (c *Conn) replyError(req *Command, code ResponseCode, remark string) {

@@ -323,25 +323,36 @@ func readRaw(t *testing.T, c net.Conn) *Command {
 }
 
 func TestReplyWithWritesBodyIntoFrame(t *testing.T) {
-	const pull RequestCode = 9004
-	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
-		s.Handle(pull, s.NewPool("p", 1, 4), func(c *Conn, req *Command) (*Command, error) {
+	const pull, pullCold RequestCode = 9004, 9005
+	handler := func(own bool) ProcessorFunc {
+		return func(c *Conn, req *Command) (*Command, error) {
 			parts := [][]byte{[]byte("rec1"), []byte("record-2")}
 			resp := NewResponse(req, Success, "")
 			resp.SetExt("nextBeginOffset", "2")
-			err := c.ReplyWith(req, resp, 12, func(b []byte) []byte {
+			reply := c.ReplyWith
+			if own {
+				reply = c.ReplyWithOwnBuffer
+			}
+			err := reply(req, resp, 12, func(b []byte) []byte {
 				for _, p := range parts {
 					b = append(b, p...)
 				}
 				return b
 			})
 			return nil, err
-		})
+		}
+	}
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		pool := s.NewPool("p", 1, 4)
+		s.Handle(pull, pool, handler(false))
+		s.Handle(pullCold, pool, handler(true))
 	})
 	cl := MustNewClient(t, ClientConfig{})
-	resp := invoke(t, cl, s.Addr(), NewRequest(pull, nil, nil))
-	assert.Equal(t, []byte("rec1record-2"), resp.Body)
-	assert.Equal(t, "2", resp.ExtFields["nextBeginOffset"])
+	for _, code := range []RequestCode{pull, pullCold} {
+		resp := invoke(t, cl, s.Addr(), NewRequest(code, nil, nil))
+		assert.Equal(t, []byte("rec1record-2"), resp.Body, "code %d", code)
+		assert.Equal(t, "2", resp.ExtFields["nextBeginOffset"])
+	}
 
 	_, err := AppendFrameWith(nil, &Command{}, 3, func(b []byte) []byte { return append(b, 'x') })
 	assert.Error(t, err, "a body writer that breaks its promise is caught")

@@ -256,6 +256,22 @@ func (cq *ConsumeQueue) EntriesFrom(idx int64) (SelectResult, bool) {
 	return mf.SelectFrom(int(off - mf.FileFromOffset()))
 }
 
+// entryResident reports whether the entry at index idx is in memory, so
+// reading it does not wait for the disk (mincore; an unknown entry or an
+// error counts as not).
+func (cq *ConsumeQueue) entryResident(idx int64) bool {
+	off := idx * CQStoreUnitSize
+	if idx < 0 || off < cq.minLogicOffset.Load() {
+		return false
+	}
+	mf := cq.q.FindMappedFileByOffset(off, false)
+	if mf == nil || !mf.Hold() {
+		return false
+	}
+	defer mf.Release()
+	return mf.resident(int(off - mf.FileFromOffset()))
+}
+
 // TruncateDirty drops every trailing entry whose message does not end at or
 // below phyOffset (the commitlog's valid end), deleting files whose first
 // entry is already beyond it.

@@ -82,6 +82,9 @@ type GetMessageResult struct {
 	// commitlog end, probably no longer cached (RocketMQ's
 	// suggestPullingFromSlave; the broker decides what to do with it).
 	SuggestPullingFromSlave bool
+	// FromDisk says some returned record lies beyond the page-cache share
+	// of the commitlog tail: copying it out may read from disk.
+	FromDisk bool
 
 	pool *sync.Pool
 }
@@ -244,13 +247,18 @@ func (s *Store) GetMessage(group, topic string, queueID int32, offset int64, max
 // would read only data that is probably in the page cache: the first
 // record's commitlog offset lies within the tail of the commitlog that
 // accessMessageInMemoryMaxRatio of the RAM covers (GetMessage's in-disk
-// test). A pull with nothing to read (unknown queue, offset outside the
-// queue) counts as in memory. The broker answers such pulls on its event
-// loop, where a read from disk would stall every connection of that loop.
+// test), and its consume-queue entry is resident (mincore: checking must
+// not read from disk either). A pull with nothing to read (unknown queue,
+// offset outside the queue) counts as in memory. The broker answers such
+// pulls on its event loop, where a read from disk would stall every
+// connection of that loop.
 func (s *Store) InMemory(topic string, queueID int32, offset int64) bool {
 	cq := s.consumeQueue(topic, queueID)
 	if cq == nil || offset < cq.MinOffsetInQueue() || offset >= cq.MaxOffsetInQueue() {
 		return true
+	}
+	if !cq.entryResident(offset) {
+		return false
 	}
 	buf, ok := cq.EntriesFrom(offset)
 	if !ok {
@@ -327,6 +335,7 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		}
 		r.Messages = append(r.Messages, rec)
 		r.BufferTotalSize += len(rec.Bytes)
+		r.FromDisk = r.FromDisk || inDisk
 		r.Status = Found
 		nextPhyFileStart = -1
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -294,6 +295,33 @@ func (mf *MappedFile) LastModified() time.Time {
 		return time.Time{}
 	}
 	return st.ModTime()
+}
+
+// resident reports whether the page holding pos is in memory, so a read
+// there does not wait for the disk (mincore). The caller holds mf. An error
+// counts as not resident.
+func (mf *MappedFile) resident(pos int) bool {
+	if pos < 0 || pos >= len(mf.data) {
+		return false
+	}
+	page := os.Getpagesize()
+	start := pos &^ (page - 1) // the mapping starts on a page
+	var vec [1]byte
+	if err := mincore(mf.data[start:min(start+page, len(mf.data))], vec[:]); err != nil {
+		return false
+	}
+	return vec[0]&1 != 0
+}
+
+// mincore is mincore(2), which golang.org/x/sys/unix does not wrap on Linux:
+// one byte per page of b in vec, bit 0 set when the page is resident.
+func mincore(b, vec []byte) error {
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))),
+		uintptr(len(b)), uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // Hold takes a reference that keeps the mapping alive. It fails once Destroy

@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 const testFileSize = 64 << 10
@@ -259,4 +260,32 @@ func BenchmarkMappedFileAppendFlush(b *testing.B) {
 			require.NoError(b, q.Destroy())
 		})
 	}
+}
+
+func TestMappedFileResident(t *testing.T) {
+	mf, err := CreateMappedFile(t.TempDir(), 0, 4*os.Getpagesize())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mf.Destroy(time.Second) })
+	page := os.Getpagesize()
+	copy(mf.Buffer()[page:], "touched")
+	mf.SetWrotePosition(page + 7)
+	assert.True(t, mf.resident(page+3), "a page just written is in memory")
+	assert.False(t, mf.resident(-1))
+	assert.False(t, mf.resident(4*page))
+
+	// Written back and dropped from the page cache, it is not (tmpfs keeps
+	// its pages: nothing to drop there).
+	var fs unix.Statfs_t
+	require.NoError(t, unix.Statfs(mf.Path(), &fs))
+	if fs.Type == unix.TMPFS_MAGIC {
+		t.Skip("the temp dir is on tmpfs, whose pages cannot be dropped")
+	}
+	require.NoError(t, unix.Msync(mf.Buffer(), unix.MS_SYNC))
+	require.NoError(t, unix.Madvise(mf.Buffer(), unix.MADV_DONTNEED))
+	f, err := os.Open(mf.Path())
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	assert.False(t, mf.resident(page+3), "dropped from the page cache")
+	assert.Equal(t, "touched", string(mf.Buffer()[page:page+7]), "and read back from disk")
 }

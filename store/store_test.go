@@ -268,6 +268,12 @@ func TestStoreGetMessageStatuses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, r.Messages, maxTransferCountInDisk)
 	assert.True(t, r.SuggestPullingFromSlave)
+	assert.True(t, r.FromDisk)
+	r.Release()
+	s.memoryLimit = 1 << 40
+	r, err = s.GetMessage("g", "T", 0, 0, 32, 0, nil)
+	require.NoError(t, err)
+	assert.False(t, r.FromDisk, "everything within the page-cache share")
 	r.Release()
 }
 

@@ -402,22 +402,58 @@ func (s *IndexService) Query(topic, key string, maxNum int, begin, end int64) Qu
 		return res
 	}
 	full := topic + indexKeySeparator + key
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for i := len(s.files) - 1; i >= 0; i-- {
-		f := s.files[i]
-		if i == len(s.files)-1 {
-			res.IndexLastUpdateTimestamp = f.endTimestamp
-			res.IndexLastUpdatePhyOffset = f.endPhyOffset
+	// Only the newest file changes, and it is read under the read lock.
+	// Older files are full and read without it: a query walking them may
+	// read from disk, and BuildIndex, which takes the write lock, runs on
+	// the broker's event loops.
+	files := s.holdFiles()
+	defer releaseFiles(files)
+	for i := len(files) - 1; i >= 0; i-- {
+		f := files[i]
+		var stop bool
+		read := func() {
+			if i == len(files)-1 {
+				res.IndexLastUpdateTimestamp = f.endTimestamp
+				res.IndexLastUpdatePhyOffset = f.endPhyOffset
+			}
+			if f.timeMatched(begin, end) {
+				res.PhyOffsets = f.selectPhyOffsets(res.PhyOffsets, full, maxNum, begin, end)
+			}
+			stop = f.beginTimestamp < begin || len(res.PhyOffsets) >= maxNum
 		}
-		if f.timeMatched(begin, end) {
-			res.PhyOffsets = f.selectPhyOffsets(res.PhyOffsets, full, maxNum, begin, end)
+		if i == len(files)-1 {
+			s.mu.RLock()
+			read()
+			s.mu.RUnlock()
+		} else {
+			read()
 		}
-		if f.beginTimestamp < begin || len(res.PhyOffsets) >= maxNum {
+		if stop {
 			break
 		}
 	}
 	return res
+}
+
+// holdFiles returns the index files, each held (MappedFile.Hold) so that
+// DeleteExpired cannot unmap one in use; files being destroyed are left
+// out. releaseFiles gives them back.
+func (s *IndexService) holdFiles() []*indexFile {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	files := make([]*indexFile, 0, len(s.files))
+	for _, f := range s.files {
+		if f.mf.Hold() {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+func releaseFiles(files []*indexFile) {
+	for _, f := range files {
+		f.mf.Release()
+	}
 }
 
 // EndPhyOffset returns the newest file's end offset (0 without files): the
@@ -459,11 +495,13 @@ func (s *IndexService) DeleteExpired(minPhyOffset int64, forceTimeout time.Durat
 }
 
 // Flush persists every index file.
+// The syncs run without the service's lock, so BuildIndex (on the broker's
+// event loops) never waits for the disk.
 func (s *IndexService) Flush() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	files := s.holdFiles()
+	defer releaseFiles(files)
 	var errs []error
-	for _, f := range s.files {
+	for _, f := range files {
 		errs = append(errs, f.mf.syncWhole())
 	}
 	return errors.Join(errs...)

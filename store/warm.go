@@ -45,14 +45,15 @@ type warmer struct {
 	wake   chan struct{}
 	stop   chan struct{}
 	wg     sync.WaitGroup
-	// populate is unix.Madvise with MADV_POPULATE_READ (tests replace it).
-	populate func(b []byte) error
+	// populate is unix.Madvise with MADV_POPULATE_READ on b, the mapping at
+	// commitlog offset offset (tests replace it).
+	populate func(offset int64, b []byte) error
 }
 
 func newWarmer(cl *CommitLog) *warmer {
 	return &warmer{
 		cl: cl, wake: make(chan struct{}, 1), stop: make(chan struct{}),
-		populate: func(b []byte) error { return unix.Madvise(b, unix.MADV_POPULATE_READ) },
+		populate: func(_ int64, b []byte) error { return unix.Madvise(b, unix.MADV_POPULATE_READ) },
 	}
 }
 
@@ -114,13 +115,19 @@ func (w *warmer) warm() {
 		default:
 		}
 		to := min(from+warmChunk, end)
-		if err := w.populate(data[from:to]); err != nil {
+		if err := w.populate(base+from, data[from:to]); err != nil {
 			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 				// MADV_POPULATE_READ is Linux 5.14+: the writer faults the
 				// pages in itself, as without a warmer.
 				w.off.Store(true)
 				w.cl.log.WithError(err).Debug("warming the commitlog ahead of the writer is not supported here")
+				return
 			}
+			// Short of memory, say: skip this window rather than retry on
+			// every append; the writer faults these pages in itself.
+			w.cl.log.WithError(err).WithField("offset", base+from).Debug("warming the commitlog failed")
+			w.upTo.Store(base + end)
+			w.next.Store(min(base+end, base+size))
 			return
 		}
 		w.upTo.Store(base + to)

@@ -53,11 +53,11 @@ type Client struct {
 	sem    chan struct{}
 	epoch  time.Time // call deadlines are monotonic offsets from here
 
-	mu       sync.Mutex // guards conns, handlers, closed and scanning
+	mu       sync.Mutex // guards conns, handlers, closed and scanning's store
 	conns    map[string]*clientConn
 	handlers map[RequestCode]RequestHandler
 	closed   bool
-	scanning bool // the timeout scan was started
+	scanning atomic.Bool // the timeout scan was started (set under mu)
 
 	// cbWork hands a callback to an idle worker. It is unbuffered on
 	// purpose: a callback never waits in a queue behind a worker that is
@@ -302,9 +302,12 @@ func (cl *Client) callbackLoop(first callbackTask) {
 // checks closed under mu, which Close sets before it waits, so the scan is
 // either counted in cl.wg before Close waits or never started.
 func (cl *Client) startTimeoutScan() {
+	if cl.scanning.Load() {
+		return // the common case: no lock per async call
+	}
 	cl.mu.Lock()
-	if !cl.scanning && !cl.closed {
-		cl.scanning = true
+	if !cl.scanning.Load() && !cl.closed {
+		cl.scanning.Store(true)
 		cl.wg.Add(1)
 		go cl.timeoutLoop()
 	}

@@ -334,5 +334,5 @@ func TestClientCloseStopsBackgroundWork(t *testing.T) {
 	closed := NewClient(ClientConfig{})
 	require.NoError(t, closed.Close())
 	closed.startTimeoutScan()
-	assert.False(t, closed.scanning, "scan started on a closed client")
+	assert.False(t, closed.scanning.Load(), "scan started on a closed client")
 }

@@ -17,11 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ProcessorFunc handles one request on a worker of the pool it was registered
-// with. It returns the response, or nil when it answers later through
-// Conn.Reply (a parked long-poll) or owes no answer. A returned error becomes
-// SYSTEM_ERROR with the error text as remark. It must not keep req.Body after
-// returning unless it copied it.
+// ProcessorFunc handles one request: on a worker of the pool it was
+// registered with (Handle), or on the connection's event loop (the inline
+// processor of HandleInline). It returns the response, or nil when it
+// answers later through Conn.Reply (a parked long-poll) or owes no answer. A
+// returned error becomes SYSTEM_ERROR with the error text as remark. It must
+// not keep req.Body after returning unless it copied it.
 type ProcessorFunc func(c *Conn, req *Command) (*Command, error)
 
 // ServerConfig configures a Server.
@@ -117,10 +118,13 @@ func (s *Server) Handle(code RequestCode, pool *Pool, fn ProcessorFunc) {
 // HandleInline routes requests with code to inline, run on the connection's
 // event loop as soon as the frame is decoded: no hand-off to a worker and
 // back, and the answer leaves in the loop's next write. It is for requests
-// answered from memory in microseconds (a send under ASYNC_FLUSH). inline
-// must not block; when a request would, it returns ErrRunOnPool and the
-// request goes to fn on pool, as Handle routes it. In inline, req.Body
-// aliases the connection's input buffer and is valid only until it returns.
+// answered from memory in microseconds (a send to an existing topic, whose
+// answer under SYNC_FLUSH leaves from the group commit instead; a pull of
+// records in the page cache). inline must not block: it stalls every
+// connection of its loop. When a request would, it returns ErrRunOnPool
+// and the request goes to fn on pool, as Handle routes it. In inline,
+// req.Body aliases the connection's input buffer and is valid only until it
+// returns.
 func (s *Server) HandleInline(code RequestCode, pool *Pool, inline, fn ProcessorFunc) {
 	s.routes[code] = route{pool: pool, fn: fn, inline: inline}
 }

@@ -205,7 +205,28 @@ func TestPushConsumerRebalanceOnJoinAndLeave(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond, "every queue's offset reaches the broker")
 	require.Eventually(t, func() bool { return topicQueues(pc1) == 4 }, 5*time.Second, 10*time.Millisecond)
 	sendN(t, p, "T", 8, nil)
-	require.Eventually(t, func() bool { return c1.count()+c2.count() == 48 }, 10*time.Second, 10*time.Millisecond, "%d+%d", c1.count(), c2.count())
+	deadline := time.Now().Add(10 * time.Second)
+	for c1.count()+c2.count() != 48 {
+		if time.Now().After(deadline) {
+			// Say where it stuck: each queue's pull state in pc1 and what the
+			// broker holds (this failed once in a full run, not since).
+			var state []string
+			pc1.b.mu.Lock()
+			for mq, pq := range pc1.b.pqs {
+				pq.mu.Lock()
+				state = append(state, fmt.Sprintf("q%d next=%d cached=%d consuming=%d dropped=%v",
+					mq.QueueID, pq.nextOffset, len(pq.msgs), len(pq.consuming), pq.dropped.Load()))
+				pq.mu.Unlock()
+			}
+			pc1.b.mu.Unlock()
+			for q := int32(0); q < 4; q++ {
+				off, _ := fb.storedOffset("cg", "T", q)
+				state = append(state, fmt.Sprintf("broker q%d stored offset %d", q, off))
+			}
+			t.Fatalf("%d+%d of 48 consumed after 10 s: %v; broker has %d messages", c1.count(), c2.count(), state, len(fb.messages("T")))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	all := append(c1.bodies(), c2.bodies()...)
 	assert.Len(t, all, 48, "no duplicates when a member leaves cleanly")
 }

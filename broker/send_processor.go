@@ -140,11 +140,13 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 	if err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
 	}
-	if inline && (strings.HasPrefix(h.topic, RetryGroupTopicPrefix) || b.topics.Get(h.topic) == nil ||
-		strings.Contains(h.properties, message.PropTransactionPrepared)) {
+	if inline && strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
 		return nil, remoting.ErrRunOnPool
 	}
-	tc, resp := b.checkSend(c, req, &h)
+	tc, resp := b.checkSend(c, req, &h, inline)
+	if tc == nil && resp == nil {
+		return nil, remoting.ErrRunOnPool // the topic must be created
+	}
 	if resp != nil {
 		return resp, nil
 	}
@@ -192,6 +194,9 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 		}
 	}
 	if strings.EqualFold(props[message.PropTransactionPrepared], "true") { // Boolean.parseBoolean
+		if inline {
+			return nil, remoting.ErrRunOnPool // nothing changed yet: checks and parsing only
+		}
 		if b.cfg.RejectTransactionMessage {
 			return respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending transaction message is forbidden (rejectTransactionMessage=true)", b.ip)), nil
 		}
@@ -248,8 +253,10 @@ func (b *Broker) replyLate(c *remoting.Conn, req *remoting.Command, resp *remoti
 // checkSend applies RocketMQ's checks before a message is built
 // (msgCheck + msgContentCheck): broker role and perm, topic name, system
 // topics, sizes, the topic (created from the template when allowed), topic
-// perm and queue id. It returns the topic config, or the refusal.
-func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeader) (*protocol.TopicConfig, *remoting.Command) {
+// perm and queue id. It returns the topic config, or the refusal; on the
+// event loop (inline) a topic that must be created returns neither, for the
+// caller to hand the send to the pool.
+func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeader, inline bool) (*protocol.TopicConfig, *remoting.Command) {
 	if b.cfg.IsSlave() {
 		return nil, respond(req, remoting.ServiceNotAvailable,
 			fmt.Sprintf("service not available now: the broker[%s] is a SLAVE and takes no writes; send to its master", b.ip))
@@ -273,6 +280,9 @@ func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeade
 			len(h.properties), message.MaxPropertiesLength))
 	}
 	tc := b.topics.Get(h.topic)
+	if tc == nil && inline {
+		return nil, nil
+	}
 	if tc == nil {
 		var sysFlag int32
 		if h.unitMode {

@@ -324,4 +324,11 @@ func TestSendInlineHandsOffWhatMayBlock(t *testing.T) {
 	require.NotNil(t, resp)
 	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
 	assert.Greater(t, b.Store().CommitLogMaxOffset(), maxBefore)
+
+	// Only a real half message is handed off, not one that merely names it.
+	resp, err = b.processSendInline(&remoting.Conn{}, sendReqV2(remoting.SendMessageV2, "InlineTopic", 1, []byte("inline"),
+		map[string]string{"note": message.PropTransactionPrepared, message.PropTransactionPrepared: "false"}))
+	require.NoError(t, err)
+	require.NotNil(t, resp)
+	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
 }

@@ -256,20 +256,27 @@ func (cq *ConsumeQueue) EntriesFrom(idx int64) (SelectResult, bool) {
 	return mf.SelectFrom(int(off - mf.FileFromOffset()))
 }
 
-// entryResident reports whether the entry at index idx is in memory, so
-// reading it does not wait for the disk (mincore; an unknown entry or an
-// error counts as not).
-func (cq *ConsumeQueue) entryResident(idx int64) bool {
+// residentEntry returns the entry at index idx if its page is in memory,
+// read without waiting for the disk (mincore first). ok is false for an
+// entry not written yet; resident is false when reading it would fault.
+func (cq *ConsumeQueue) residentEntry(idx int64) (e CQEntry, resident, ok bool) {
 	off := idx * CQStoreUnitSize
 	if idx < 0 || off < cq.minLogicOffset.Load() {
-		return false
+		return e, false, false
 	}
 	mf := cq.q.FindMappedFileByOffset(off, false)
 	if mf == nil || !mf.Hold() {
-		return false
+		return e, false, false
 	}
 	defer mf.Release()
-	return mf.resident(int(off - mf.FileFromOffset()))
+	pos := int(off - mf.FileFromOffset())
+	if pos+CQStoreUnitSize > mf.WrotePosition() {
+		return e, false, false
+	}
+	if !mf.resident(pos) {
+		return e, false, true
+	}
+	return decodeCQEntry(mf.Buffer()[pos:]), true, true
 }
 
 // TruncateDirty drops every trailing entry whose message does not end at or

@@ -257,18 +257,13 @@ func (s *Store) InMemory(topic string, queueID int32, offset int64) bool {
 	if cq == nil || offset < cq.MinOffsetInQueue() || offset >= cq.MaxOffsetInQueue() {
 		return true
 	}
-	if !cq.entryResident(offset) {
+	e, resident, ok := cq.residentEntry(offset)
+	switch {
+	case !ok:
+		return true // not written yet: nothing to read
+	case !resident:
 		return false
 	}
-	buf, ok := cq.EntriesFrom(offset)
-	if !ok {
-		return true
-	}
-	defer buf.Release()
-	if len(buf.Bytes) < CQStoreUnitSize {
-		return true
-	}
-	e := decodeCQEntry(buf.Bytes)
 	return s.commitLog.MaxOffset()-e.CommitLogOffset <= s.memoryLimit
 }
 

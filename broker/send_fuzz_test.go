@@ -13,17 +13,6 @@ import (
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
-// FuzzParsePropertiesString checks the send path's zero-copy decoder agrees
-// with the message package's on any input.
-func FuzzParsePropertiesString(f *testing.F) {
-	f.Add("UNIQ_KEY\x01C0A8\x02TAGS\x01a\x02")
-	f.Add("\x01\x02\x01x\x02k\x01\x01v")
-	f.Add("a\x01b\x02a\x01c")
-	f.Fuzz(func(t *testing.T, s string) {
-		require.Equal(t, message.UnmarshalProperties([]byte(s)), message.ParseProperties(s))
-	})
-}
-
 // FuzzBatchWithUniqKeys checks that any accepted batch comes back with the
 // same members, each carrying a UNIQ_KEY, and that nothing panics.
 func FuzzBatchWithUniqKeys(f *testing.F) {

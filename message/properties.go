@@ -51,30 +51,26 @@ func PropertiesSize(props map[string]string) int {
 // the name ends at the first 0x01, and entries with an empty name or value (or
 // without 0x01) are ignored. A trailing 0x02, as the Go client writes, is
 // accepted. All strings share one allocation.
-func UnmarshalProperties(b []byte) map[string]string {
-	m := make(map[string]string, bytes.Count(b, []byte{PropertySeparator})+1)
-	unmarshalPropertiesInto(m, b)
-	return m
-}
+func UnmarshalProperties(b []byte) map[string]string { return ParseProperties(string(b)) }
 
-func unmarshalPropertiesInto(m map[string]string, b []byte) {
-	if len(b) == 0 {
-		return
-	}
-	s := string(b) // one copy; names and values are substrings of it
+// ParseProperties is UnmarshalProperties over a string the map may keep:
+// names and values are substrings of s, so building the map allocates only
+// the map (a consumer's decoder passes one string for a whole pull, the
+// broker a send header's value).
+func ParseProperties(s string) map[string]string {
+	m := make(map[string]string, strings.Count(s, string(rune(PropertySeparator)))+1)
 	for len(s) > 0 {
-		end := strings.IndexByte(s, PropertySeparator)
 		item := s
-		if end >= 0 {
+		if end := strings.IndexByte(s, PropertySeparator); end >= 0 {
 			item, s = s[:end], s[end+1:]
 		} else {
 			s = ""
 		}
-		kv := strings.IndexByte(item, NameValueSeparator)
-		if kv > 0 && kv < len(item)-1 {
+		if kv := strings.IndexByte(item, NameValueSeparator); kv > 0 && kv < len(item)-1 {
 			m[item[:kv]] = item[kv+1:]
 		}
 	}
+	return m
 }
 
 // PropertyValue finds key in an encoded properties string without building a

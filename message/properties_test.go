@@ -89,3 +89,20 @@ func TestMessageAccessors(t *testing.T) {
 	m.RemoveProperty(PropTags)
 	require.NotContains(t, m.Properties, PropTags)
 }
+
+// FuzzParseProperties checks the map decoder against PropertyValue, a
+// separate scanner with the same rules, on any input: every name the map
+// holds is found there with the same value.
+func FuzzParseProperties(f *testing.F) {
+	f.Add("UNIQ_KEY\x01C0A8\x02TAGS\x01a\x02")
+	f.Add("\x01\x02\x01x\x02k\x01\x01v")
+	f.Add("a\x01b\x02a\x01c")
+	f.Fuzz(func(t *testing.T, s string) {
+		for k, v := range ParseProperties(s) {
+			got, ok := PropertyValue([]byte(s), k)
+			if !ok || string(got) != v {
+				t.Fatalf("%q: map has %q=%q, PropertyValue gives %q (found %v)", s, k, v, got, ok)
+			}
+		}
+	})
+}

@@ -522,26 +522,6 @@ func decodeRecords(b []byte, copyBodies bool) ([]*MessageExt, error) {
 	return out, bad
 }
 
-// ParseProperties is UnmarshalProperties over a string the map may keep:
-// names and values are substrings of s, so building the map allocates
-// only the map. The rules are UnmarshalProperties' own (tests hold the two
-// together).
-func ParseProperties(s string) map[string]string {
-	m := make(map[string]string, strings.Count(s, string(rune(PropertySeparator)))+1)
-	for len(s) > 0 {
-		item := s
-		if end := strings.IndexByte(s, PropertySeparator); end >= 0 {
-			item, s = s[:end], s[end+1:]
-		} else {
-			s = ""
-		}
-		if kv := strings.IndexByte(item, NameValueSeparator); kv > 0 && kv < len(item)-1 {
-			m[item[:kv]] = item[kv+1:]
-		}
-	}
-	return m
-}
-
 // UncompressBody returns body uncompressed when sysFlag says it is compressed,
 // else body itself. Only zlib (type bits 0x000 or 0x300) is supported, which is
 // what the official Go client writes and reads.

@@ -108,7 +108,7 @@ func TestRestartKeepsMessagesAndTopics(t *testing.T) {
 	for i := range 20 {
 		resp := baInvoke(t, cl, b1.Addr(), sendReq("Kept", int32(i%2), []byte("body-"+strconv.Itoa(i)), map[string]string{message.PropKeys: "k" + strconv.Itoa(i)}))
 		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-		ids = append(ids, resp.ExtFields["msgId"])
+		ids = append(ids, resp.FieldMap()["msgId"])
 	}
 	mustShutdownBroker(t, b1)
 	_, err = os.Stat(filepath.Join(cfg.StorePathRootDir, "config", "topics.json"))
@@ -129,7 +129,7 @@ func TestRestartKeepsMessagesAndTopics(t *testing.T) {
 	}
 	resp := baInvoke(t, cl, b2.Addr(), sendReq("Kept", 0, []byte("after"), nil))
 	require.Equal(t, remoting.Success, resp.ResponseCode())
-	assert.Equal(t, "10", resp.ExtFields["queueOffset"])
+	assert.Equal(t, "10", resp.FieldMap()["queueOffset"])
 	assert.True(t, b2.Store().LastExitOK())
 }
 

@@ -120,7 +120,7 @@ func TestDelayLevelIsParkedThenDeliveredWithItsProperties(t *testing.T) {
 	sent := time.Now()
 	resp := t5Send(t, cl, b, "delayT", 2, "hello", map[string]string{message.PropDelayTimeLevel: "2", message.PropKeys: "k1"})
 	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
-	assert.Equal(t, "2", resp.ExtFields["queueId"])
+	assert.Equal(t, "2", resp.FieldMap()["queueId"])
 
 	// Parked in SCHEDULE_TOPIC_XXXX, queue level-1, tags code = delivery time.
 	code := t5TagsCode(t, b, ScheduleTopic, 1, 0)

@@ -82,9 +82,9 @@ func FuzzProcessSend(f *testing.F) {
 		require.NoError(t, err)
 		require.NotNil(t, resp)
 		if resp.ResponseCode() == remoting.Success {
-			_, perr := strconv.Atoi(resp.ExtFields["queueId"])
+			_, perr := strconv.Atoi(resp.FieldMap()["queueId"])
 			require.NoError(t, perr)
-			require.NotEmpty(t, resp.ExtFields["msgId"])
+			require.NotEmpty(t, resp.FieldMap()["msgId"])
 		}
 	})
 }

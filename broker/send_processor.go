@@ -41,11 +41,25 @@ type sendHeader struct {
 	maxReconsumeTimes     int32
 }
 
+// The fields of a send header, in the order of V2's one-letter keys (a..l).
+const (
+	sfProducerGroup = iota
+	sfTopic
+	sfDefaultTopic
+	sfDefaultTopicQueueNums
+	sfQueueID
+	sfSysFlag
+	sfBornTimestamp
+	sfFlag
+	sfProperties
+	sfReconsumeTimes
+	sfUnitMode
+	sfMaxReconsumeTimes
+	sfCount
+)
+
 // sendKeys names the extFields keys of one spelling of the send header.
-type sendKeys struct {
-	producerGroup, topic, defaultTopic, defaultTopicQueueNums, queueID, sysFlag,
-	bornTimestamp, flag, properties, reconsumeTimes, unitMode, maxReconsumeTimes string
-}
+type sendKeys [sfCount]string
 
 var (
 	sendKeysV1 = sendKeys{"producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
@@ -53,55 +67,89 @@ var (
 	sendKeysV2 = sendKeys{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
 )
 
-// headerReader reads typed header fields and keeps the first error. It is
-// the send path's hand-written alternative to protocol.DecodeHeader, which
-// goes through reflection for every request.
-type headerReader struct {
-	ext map[string]string
-	err error
-}
-
-func (r *headerReader) str(key string, required bool) string {
-	v, ok := r.ext[key]
-	if !ok && required && r.err == nil {
-		r.err = fmt.Errorf("%w: the custom field <%s> is null", protocol.ErrBadHeader, key)
+// index returns the field key names, or -1 for a field the send path does
+// not read (the Java client adds others, such as batch and bname).
+func (k *sendKeys) index(key string) int {
+	if k == &sendKeysV2 {
+		if len(key) == 1 && key[0] >= 'a' && key[0] < 'a'+sfCount {
+			return int(key[0] - 'a')
+		}
+		return -1
 	}
-	return v
+	for i, name := range k {
+		if name == key {
+			return i
+		}
+	}
+	return -1
 }
 
-func (r *headerReader) int(key string, required bool, bits int) int64 {
-	v := r.str(key, required)
+// sendFields holds a send header's raw values. It is the send path's
+// hand-written alternative to protocol.DecodeHeader, which goes through
+// reflection (and a map) for every request.
+type sendFields struct {
+	keys *sendKeys
+	val  [sfCount]string
+	set  [sfCount]bool
+	err  error // the first bad field
+}
+
+func (f *sendFields) str(i int, required bool) string {
+	if !f.set[i] && required && f.err == nil {
+		f.err = fmt.Errorf("%w: the custom field <%s> is null", protocol.ErrBadHeader, f.keys[i])
+	}
+	return f.val[i]
+}
+
+func (f *sendFields) int(i int, required bool, bits int) int64 {
+	v := f.str(i, required)
 	if v == "" {
-		if required && r.err == nil {
-			r.err = fmt.Errorf("%w: the custom field <%s> is empty", protocol.ErrBadHeader, key)
+		if required && f.err == nil {
+			f.err = fmt.Errorf("%w: the custom field <%s> is empty", protocol.ErrBadHeader, f.keys[i])
 		}
 		return 0
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, bits)
-	if err != nil && r.err == nil {
-		r.err = fmt.Errorf("%w: the custom field <%s>=%q is not a %d-bit integer", protocol.ErrBadHeader, key, truncate(v, 32), bits)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("%w: the custom field <%s>=%q is not a %d-bit integer", protocol.ErrBadHeader, f.keys[i], truncate(v, 32), bits)
 	}
 	return n
 }
 
-// parseSendHeader decodes a send header with the keys of its spelling.
-func parseSendHeader(ext map[string]string, k *sendKeys) (sendHeader, error) {
-	r := headerReader{ext: ext}
-	h := sendHeader{
-		producerGroup:         r.str(k.producerGroup, true),
-		topic:                 r.str(k.topic, true),
-		defaultTopic:          r.str(k.defaultTopic, true),
-		defaultTopicQueueNums: int32(r.int(k.defaultTopicQueueNums, true, 32)),
-		queueID:               int32(r.int(k.queueID, true, 32)),
-		sysFlag:               int32(r.int(k.sysFlag, true, 32)),
-		bornTimestamp:         r.int(k.bornTimestamp, true, 64),
-		flag:                  int32(r.int(k.flag, true, 32)),
-		properties:            r.str(k.properties, false),
-		reconsumeTimes:        int32(r.int(k.reconsumeTimes, false, 32)),
-		unitMode:              strings.EqualFold(r.str(k.unitMode, false), "true"),
-		maxReconsumeTimes:     int32(r.int(k.maxReconsumeTimes, false, 32)),
+// parseSendHeader decodes a send header with the keys of its spelling,
+// from the request's binary fields (RawExt: one string copy of the block,
+// which the header's strings share) or its ExtFields map (JSON).
+func parseSendHeader(req *remoting.Command, keys *sendKeys) (sendHeader, error) {
+	f := sendFields{keys: keys}
+	if req.RawExt != nil {
+		for k, v := range remoting.StringFields(string(req.RawExt)) {
+			if i := keys.index(k); i >= 0 {
+				f.val[i], f.set[i] = v, true
+			}
+		}
 	}
-	return h, r.err
+	if len(req.ExtFields) > 0 {
+		for i, k := range keys {
+			if v, ok := req.ExtFields[k]; ok {
+				f.val[i], f.set[i] = v, true
+			}
+		}
+	}
+	h := sendHeader{
+		producerGroup:         f.str(sfProducerGroup, true),
+		topic:                 f.str(sfTopic, true),
+		defaultTopic:          f.str(sfDefaultTopic, true),
+		defaultTopicQueueNums: int32(f.int(sfDefaultTopicQueueNums, true, 32)),
+		queueID:               int32(f.int(sfQueueID, true, 32)),
+		sysFlag:               int32(f.int(sfSysFlag, true, 32)),
+		bornTimestamp:         f.int(sfBornTimestamp, true, 64),
+		flag:                  int32(f.int(sfFlag, true, 32)),
+		properties:            f.str(sfProperties, false),
+		reconsumeTimes:        int32(f.int(sfReconsumeTimes, false, 32)),
+		unitMode:              strings.EqualFold(f.str(sfUnitMode, false), "true"),
+		maxReconsumeTimes:     int32(f.int(sfMaxReconsumeTimes, false, 32)),
+	}
+	return h, f.err
 }
 
 // registerSendProcessors routes the three send codes. A send to an existing
@@ -112,6 +160,7 @@ func parseSendHeader(ext map[string]string, k *sendKeys) (sendHeader, error) {
 func (b *Broker) registerSendProcessors() {
 	for _, code := range []remoting.RequestCode{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage} {
 		b.server.HandleInline(code, b.pools.Send, b.processSendInline, b.processSend)
+		b.server.ReadRawFields(code)
 	}
 }
 
@@ -136,7 +185,7 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 	if req.RequestCode() == remoting.SendMessage {
 		keys = &sendKeysV1
 	}
-	h, err := parseSendHeader(req.ExtFields, keys)
+	h, err := parseSendHeader(req, keys)
 	if err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
 	}
@@ -227,7 +276,8 @@ func (b *Broker) answerPut(c *remoting.Conn, req *remoting.Command, h *sendHeade
 		return b.putResultResponse(req, h, res, queueID, uniqKey)
 	}
 	hc := *h
-	req.Body = nil // it may alias the connection's input buffer (an inline send)
+	// Both may alias the connection's input buffer (an inline send).
+	req.Body, req.RawExt = nil, nil
 	b.store.OnFlushed(res, func(r store.PutResult) {
 		b.replyLate(c, req, b.putResultResponse(req, &hc, r, queueID, uniqKey))
 	})
@@ -466,15 +516,17 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 	}
 	b.putMessages.Add(int64(res.MsgNum))
 	b.putBytes.Add(int64(res.WroteBytes))
-	resp.ExtFields = make(map[string]string, 6)
-	resp.ExtFields["msgId"] = res.MsgID
-	resp.ExtFields["queueId"] = strconv.Itoa(int(queueID))
-	resp.ExtFields["queueOffset"] = strconv.FormatInt(res.QueueOffset, 10)
+	// SendMessageResponseHeader, built without a map (remoting.RawExt).
+	f := make([]byte, 0, 160+len(res.MsgID)+len(uniqKey)+len(b.cfg.RegionID))
+	f = remoting.AppendField(f, "msgId", res.MsgID)
+	f = remoting.AppendIntField(f, "queueId", int64(queueID))
+	f = remoting.AppendIntField(f, "queueOffset", res.QueueOffset)
 	if uniqKey != "" {
-		resp.ExtFields["transactionId"] = uniqKey
+		f = remoting.AppendField(f, "transactionId", uniqKey)
 	}
-	resp.ExtFields[message.PropMsgRegion] = b.cfg.RegionID
-	resp.ExtFields[message.PropTraceSwitch] = strconv.FormatBool(b.cfg.TraceOn)
+	f = remoting.AppendField(f, message.PropMsgRegion, b.cfg.RegionID)
+	f = remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
+	resp.RawExt = f
 	return resp
 }
 

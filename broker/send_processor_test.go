@@ -63,11 +63,17 @@ func TestSendBadInput(t *testing.T) {
 		{"unknown request code", remoting.NewRequest(remoting.RequestCode(9999), nil, nil), remoting.RequestCodeNotSupported, "not supported"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := baInvoke(t, cl, b.Addr(), tc.req)
-			assert.Equal(t, tc.code, resp.ResponseCode(), resp.Remark)
-			assert.Contains(t, resp.Remark, tc.remark)
-		})
+		// Both header encodings: the binary one reaches the send path as
+		// RawExt, JSON as ExtFields.
+		for _, st := range []remoting.SerializeType{remoting.JSONSerialize, remoting.RocketMQSerialize} {
+			t.Run(tc.name+"/"+st.String(), func(t *testing.T) {
+				req := *tc.req
+				req.SerializeType = st
+				resp := baInvoke(t, cl, b.Addr(), &req)
+				assert.Equal(t, tc.code, resp.ResponseCode(), resp.Remark)
+				assert.Contains(t, resp.Remark, tc.remark)
+			})
+		}
 	}
 	assert.Zero(t, b.Store().CommitLogMaxOffset(), "a refused send stored something")
 	assert.Nil(t, b.Topics().Get("NewTopicNoTemplate"))
@@ -103,12 +109,12 @@ func TestSendSingle(t *testing.T) {
 	for i := range 3 {
 		resp := baInvoke(t, cl, b.Addr(), sendReq("SingleTopic", 1, []byte("hello"), props))
 		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-		assert.Equal(t, "1", resp.ExtFields["queueId"])
-		assert.Equal(t, strconv.Itoa(i), resp.ExtFields["queueOffset"])
-		assert.Equal(t, props[message.PropUniqKey], resp.ExtFields["transactionId"])
-		assert.Equal(t, "DefaultRegion", resp.ExtFields["MSG_REGION"])
-		assert.Equal(t, "true", resp.ExtFields["TRACE_ON"])
-		msgID := resp.ExtFields["msgId"]
+		assert.Equal(t, "1", resp.FieldMap()["queueId"])
+		assert.Equal(t, strconv.Itoa(i), resp.FieldMap()["queueOffset"])
+		assert.Equal(t, props[message.PropUniqKey], resp.FieldMap()["transactionId"])
+		assert.Equal(t, "DefaultRegion", resp.FieldMap()["MSG_REGION"])
+		assert.Equal(t, "true", resp.FieldMap()["TRACE_ON"])
+		msgID := resp.FieldMap()["msgId"]
 		require.Len(t, msgID, 32)
 		host, off, err := message.ParseOffsetMsgID(msgID)
 		require.NoError(t, err)
@@ -139,10 +145,10 @@ func TestSendV2AndRandomQueue(t *testing.T) {
 	for range 40 {
 		resp := baInvoke(t, cl, b.Addr(), sendReqV2(remoting.SendMessageV2, "V2Topic", -1, []byte("v2"), map[string]string{message.PropTags: "x"}))
 		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-		q, err := strconv.Atoi(resp.ExtFields["queueId"])
+		q, err := strconv.Atoi(resp.FieldMap()["queueId"])
 		require.NoError(t, err)
 		require.True(t, q >= 0 && q < 3, "queue %d", q)
-		seen[resp.ExtFields["queueId"]] = true
+		seen[resp.FieldMap()["queueId"]] = true
 	}
 	assert.Greater(t, len(seen), 1, "a negative queueId spreads over the write queues")
 }
@@ -162,8 +168,8 @@ func TestSendBatchGeneratesUniqKeys(t *testing.T) {
 	require.NoError(t, err)
 	resp := baInvoke(t, cl, b.Addr(), sendReqV2(remoting.SendBatchMessage, "BatchTopic", 0, body, nil))
 	require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-	assert.Equal(t, "0", resp.ExtFields["queueOffset"])
-	ids := strings.Split(resp.ExtFields["msgId"], ",")
+	assert.Equal(t, "0", resp.FieldMap()["queueOffset"])
+	ids := strings.Split(resp.FieldMap()["msgId"], ",")
 	require.Len(t, ids, 3)
 	keys := map[string]bool{}
 	for i, id := range ids {
@@ -257,7 +263,7 @@ func TestPutResultResponse(t *testing.T) {
 			assert.Contains(t, resp.Remark, tc.remark)
 			if tc.headers {
 				assert.Equal(t, map[string]string{"msgId": res.MsgID, "queueId": "3", "queueOffset": "7", "transactionId": "UK",
-					"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}, resp.ExtFields)
+					"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}, resp.FieldMap())
 			} else {
 				assert.Empty(t, resp.ExtFields)
 			}
@@ -331,4 +337,55 @@ func TestSendInlineHandsOffWhatMayBlock(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, resp)
 	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+}
+
+// TestParseSendHeaderRawMatchesMap checks the two ways a send header
+// arrives (binary fields in RawExt, JSON in ExtFields) parse alike, in both
+// spellings, with fields the send path ignores and with bad fields.
+func TestParseSendHeaderRawMatchesMap(t *testing.T) {
+	asRaw := func(req *remoting.Command) *remoting.Command {
+		raw := *req
+		raw.ExtFields = nil
+		for k, v := range req.ExtFields {
+			raw.RawExt = remoting.AppendField(raw.RawExt, k, v)
+		}
+		return &raw
+	}
+	props := map[string]string{message.PropUniqKey: "id", message.PropTags: "t"}
+	v1 := sendReq("T", 3, nil, props)
+	v1.ExtFields["unknownField"] = "x"
+	v2 := sendReqV2(remoting.SendMessageV2, "T", 3, nil, props)
+	v2.ExtFields["m"] = "true" // batch: not read by the send path
+	missing := sendReqV2(remoting.SendMessageV2, "T", 3, nil, props)
+	delete(missing.ExtFields, "b")
+	bad := sendReq("T", 3, nil, props)
+	bad.ExtFields["bornTimestamp"] = "soon"
+	for _, tc := range []struct {
+		name string
+		req  *remoting.Command
+		keys *sendKeys
+		err  string
+	}{
+		{"v1", v1, &sendKeysV1, ""},
+		{"v2", v2, &sendKeysV2, ""},
+		{"missing topic", missing, &sendKeysV2, "<b> is null"},
+		{"bad number", bad, &sendKeysV1, "<bornTimestamp>=\"soon\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fromMap, errMap := parseSendHeader(tc.req, tc.keys)
+			fromRaw, errRaw := parseSendHeader(asRaw(tc.req), tc.keys)
+			assert.Equal(t, fromMap, fromRaw)
+			if tc.err != "" {
+				require.Error(t, errMap)
+				assert.Contains(t, errMap.Error(), tc.err)
+				assert.Equal(t, errMap, errRaw)
+				return
+			}
+			require.NoError(t, errMap)
+			require.NoError(t, errRaw)
+			assert.Equal(t, "T", fromRaw.topic)
+			assert.Equal(t, int32(3), fromRaw.queueID)
+			assert.Equal(t, tc.req.ExtFields[tc.keys[sfProperties]], fromRaw.properties)
+		})
+	}
 }

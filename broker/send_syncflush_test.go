@@ -42,7 +42,7 @@ func TestSyncFlushSendsAnsweredAfterFlushWithOneWorker(t *testing.T) {
 	for i := range senders {
 		require.NoError(t, errs[i])
 		require.Equal(t, remoting.Success, resps[i].ResponseCode(), resps[i].Remark)
-		_, off, err := message.ParseOffsetMsgID(resps[i].ExtFields["msgId"])
+		_, off, err := message.ParseOffsetMsgID(resps[i].FieldMap()["msgId"])
 		require.NoError(t, err)
 		maxEnd = max(maxEnd, off)
 	}
@@ -52,7 +52,7 @@ func TestSyncFlushSendsAnsweredAfterFlushWithOneWorker(t *testing.T) {
 	batch := sendReqV2(remoting.SendBatchMessage, "SyncTopic", 0, mustBatchBody(t, 3), nil)
 	resp := baInvoke(t, cl, b.Addr(), batch)
 	require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-	assert.Len(t, strings.Split(resp.ExtFields["msgId"], ","), 3)
+	assert.Len(t, strings.Split(resp.FieldMap()["msgId"], ","), 3)
 
 	half := sendReq("SyncTopic", 0, []byte("half"), map[string]string{
 		message.PropTransactionPrepared: "true", message.PropProducerGroup: "txg",
@@ -83,7 +83,7 @@ func TestSyncMasterWithoutSlaveAnswersSlaveNotAvailable(t *testing.T) {
 	cl := baClient(t)
 	resp := baInvoke(t, cl, b.Addr(), sendReq("Repl", 0, []byte("x"), nil))
 	require.Equal(t, remoting.SlaveNotAvailable, resp.ResponseCode(), resp.Remark)
-	assert.NotEmpty(t, resp.ExtFields["msgId"], "the message is stored and has an id")
+	assert.NotEmpty(t, resp.FieldMap()["msgId"], "the message is stored and has an id")
 	resp = baInvoke(t, cl, b.Addr(), sendReq("Repl", 0, []byte("y"), map[string]string{message.PropWaitStoreMsgOK: "false"}))
 	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
 	require.Eventually(t, func() bool { return b.Store().MaxOffsetInQueue("Repl", 0) == 2 }, 5*time.Second, 5*time.Millisecond)

@@ -24,7 +24,7 @@ func t5SendBack(t *testing.T, cl *remoting.Client, b *Broker, group string, offs
 func t5Offset(t *testing.T, resp *remoting.Command) int64 {
 	t.Helper()
 	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
-	_, off, err := message.ParseOffsetMsgID(resp.ExtFields["msgId"])
+	_, off, err := message.ParseOffsetMsgID(resp.FieldMap()["msgId"])
 	require.NoError(t, err)
 	return off
 }
@@ -34,7 +34,7 @@ func TestSendBackRetriesThenDeadLetters(t *testing.T) {
 	b, cl := t5Start(t, t5Config(t))
 	bcCreateTopic(t, b, "sbT", 1)
 	resp := t5Send(t, cl, b, "sbT", 0, "payload", map[string]string{message.PropKeys: "order-1"})
-	origin := resp.ExtFields["msgId"]
+	origin := resp.FieldMap()["msgId"]
 	off := t5Offset(t, resp)
 
 	// First failure: level 3 + 0 = 100 ms here, into %RETRY%g.

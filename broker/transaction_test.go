@@ -37,9 +37,9 @@ func t5SendHalf(t *testing.T, cl *remoting.Client, b *Broker, group, topic, body
 	h.SysFlag = message.TransactionPreparedType
 	resp := baInvoke(t, cl, b.Addr(), remoting.NewRequest(remoting.SendMessage, protocol.EncodeHeader(h, nil), []byte(body)))
 	off := t5Offset(t, resp)
-	qo, err := strconv.ParseInt(resp.ExtFields["queueOffset"], 10, 64)
+	qo, err := strconv.ParseInt(resp.FieldMap()["queueOffset"], 10, 64)
 	require.NoError(t, err)
-	assert.Equal(t, uniq, resp.ExtFields["transactionId"])
+	assert.Equal(t, uniq, resp.FieldMap()["transactionId"])
 	return t5Half{queueOffset: qo, clOffset: off, uniq: uniq}
 }
 

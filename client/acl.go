@@ -29,7 +29,8 @@ func Sign(c Credentials, req *remoting.Command) {
 	if c.SecurityToken != "" {
 		req.SetExt(aclSecurityToken, c.SecurityToken)
 	}
-	req.SetExt(aclSignature, signature(c.SecretKey, req.ExtFields, req.Body))
+	// FieldMap: a send's fields are in RawExt, and signed all the same.
+	req.SetExt(aclSignature, signature(c.SecretKey, req.FieldMap(), req.Body))
 }
 
 // signature is the Base64 HMAC-SHA1 over the sorted header values and body,

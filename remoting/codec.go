@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxFrameSize is the largest frame accepted, length prefix included, as Java's
@@ -54,13 +55,15 @@ func FrameLength(prefix []byte) (int, error) {
 // DecodeFrame decodes the bytes after the length prefix: header word, header,
 // body. The body is copied, so frame may be reused after the call.
 func DecodeFrame(frame []byte) (*Command, error) {
-	return decodeFrame(frame, true)
+	return decodeFrame(frame, true, nil)
 }
 
 // decodeFrame is DecodeFrame; without copyBody the body aliases frame, for
 // callers that allocated frame for this command alone (ReadCommand): a pull
-// response carries up to 256 KiB of records, copied once less.
-func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
+// response carries up to 256 KiB of records, copied once less. Requests
+// keepRaw accepts keep their binary header's fields in RawExt, which aliases
+// frame like the body (decodeRocketMQHeader).
+func decodeFrame(frame []byte, copyBody bool, keepRaw func(RequestCode) bool) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooShort, len(frame))
 	}
@@ -79,7 +82,7 @@ func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
 	case JSONSerialize:
 		cmd, err = decodeJSONHeader(header)
 	case RocketMQSerialize:
-		cmd, err = decodeRocketMQHeader(header)
+		cmd, err = decodeRocketMQHeader(header, keepRaw)
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownSerializeType, st)
 	}
@@ -92,6 +95,9 @@ func decodeFrame(frame []byte, copyBody bool) (*Command, error) {
 			body = bytes.Clone(body)
 		}
 		cmd.Body = body
+	}
+	if copyBody && cmd.RawExt != nil {
+		cmd.RawExt = bytes.Clone(cmd.RawExt)
 	}
 	return cmd, nil
 }
@@ -118,7 +124,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 			if err != nil {
 				return nil, readErr(err, len(frame))
 			}
-			cmd, err := decodeFrame(frame[4:], true)
+			cmd, err := decodeFrame(frame[4:], true, nil)
 			_, _ = br.Discard(4 + n)
 			return cmd, err
 		}
@@ -134,7 +140,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 	if _, err := io.ReadFull(r, frame); err != nil {
 		return nil, err
 	}
-	return decodeFrame(frame, false)
+	return decodeFrame(frame, false, nil)
 }
 
 // maxInPlaceFrame bounds the frames ReadCommand decodes in a
@@ -192,7 +198,7 @@ func AppendFrameWith(dst []byte, c *Command, bodyLen int, appendBody func([]byte
 
 // EncodeFrame returns the whole frame of c in a new buffer.
 func EncodeFrame(c *Command) ([]byte, error) {
-	return AppendFrame(make([]byte, 0, 160+len(c.Body)+32*len(c.ExtFields)), c)
+	return AppendFrame(make([]byte, 0, 160+len(c.Body)+32*len(c.ExtFields)+len(c.RawExt)), c)
 }
 
 // jsonHeader mirrors RemotingCommand's bean properties. Language is raw because
@@ -289,6 +295,16 @@ func appendJSONHeader(dst []byte, c *Command) []byte {
 		dst = append(dst, ':')
 		dst = AppendJSONString(dst, v)
 	}
+	for k, v := range Fields(c.RawExt) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		// Views of the bytes for the escaper, which keeps nothing.
+		dst = AppendJSONString(dst, unsafe.String(unsafe.SliceData(k), len(k)))
+		dst = append(dst, ':')
+		dst = AppendJSONString(dst, unsafe.String(unsafe.SliceData(v), len(v)))
+	}
 	dst = append(dst, `},"serializeTypeCurrentRPC":"JSON"}`...)
 	return dst
 }
@@ -339,7 +355,10 @@ func AppendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-func decodeRocketMQHeader(b []byte) (*Command, error) {
+// decodeRocketMQHeader decodes a binary header. A request whose code
+// keepRaw accepts keeps its extFields as a RawExt block aliasing b (checked
+// here, so readers can trust it) instead of a map.
+func decodeRocketMQHeader(b []byte, keepRaw func(RequestCode) bool) (*Command, error) {
 	if len(b) < rocketMQFixedHeaderLen {
 		return nil, fmt.Errorf("%w: binary header of %d bytes", ErrBadHeader, len(b))
 	}
@@ -363,50 +382,25 @@ func decodeRocketMQHeader(b []byte) (*Command, error) {
 	if extLen < 0 || extLen != len(b)-p {
 		return nil, fmt.Errorf("%w: extFields length %d, %d bytes left", ErrBadHeader, extLen, len(b)-p)
 	}
+	raw := b[p:]
+	n, err := checkFields(raw)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return cmd, nil
+	}
+	if keepRaw != nil && !cmd.IsResponse() && keepRaw(cmd.RequestCode()) {
+		cmd.RawExt = raw
+		return cmd, nil
+	}
 	// One copy of the fields: keys and values are substrings of it, one
 	// allocation per request instead of two per field.
-	var fields string
-	base := p
-	if extLen > 0 {
-		cmd.ExtFields = make(map[string]string, countRocketMQFields(b[p:p+extLen]))
-		fields = string(b[p : p+extLen])
-	}
-	for end := p + extLen; p < end; {
-		if end-p < 2 {
-			return nil, fmt.Errorf("%w: truncated extFields key length", ErrBadHeader)
-		}
-		kl := int(int16(binary.BigEndian.Uint16(b[p:])))
-		p += 2
-		if kl < 0 || kl > end-p-4 {
-			return nil, fmt.Errorf("%w: extFields key length %d", ErrBadHeader, kl)
-		}
-		k := fields[p-base : p-base+kl]
-		p += kl
-		vl := int(int32(binary.BigEndian.Uint32(b[p:])))
-		p += 4
-		if vl < 0 || vl > end-p {
-			return nil, fmt.Errorf("%w: extFields value length %d", ErrBadHeader, vl)
-		}
-		cmd.ExtFields[k] = fields[p-base : p-base+vl]
-		p += vl
+	cmd.ExtFields = make(map[string]string, n)
+	for k, v := range StringFields(string(raw)) {
+		cmd.ExtFields[k] = v
 	}
 	return cmd, nil
-}
-
-// countRocketMQFields counts the entries of a binary extFields block by
-// their lengths alone, so the map is made at its final size. A malformed
-// block stops the count; the decoder then reports it.
-func countRocketMQFields(b []byte) int {
-	n := 0
-	for p := 0; len(b)-p >= 6; n++ {
-		kl := int(binary.BigEndian.Uint16(b[p:]))
-		p += 2 + kl
-		if p > len(b)-4 {
-			break
-		}
-		p += 4 + int(binary.BigEndian.Uint32(b[p:])&0x7FFFFFFF)
-	}
-	return n
 }
 
 func appendRocketMQHeader(dst []byte, c *Command) ([]byte, error) {
@@ -431,6 +425,7 @@ func appendRocketMQHeader(dst []byte, c *Command) ([]byte, error) {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(v)))
 		dst = append(dst, v...)
 	}
+	dst = append(dst, c.RawExt...)
 	binary.BigEndian.PutUint32(dst[lenAt:], uint32(len(dst)-lenAt-4))
 	return dst, nil
 }

@@ -303,7 +303,7 @@ func benchDecodeResponse(b *testing.B, st SerializeType) {
 	}
 }
 
-func TestCountRocketMQFields(t *testing.T) {
+func TestCheckFieldsCountsAndRejectsTruncation(t *testing.T) {
 	cmd := sendRequestForBench(RocketMQSerialize)
 	frame, err := EncodeFrame(cmd)
 	require.NoError(t, err)
@@ -311,12 +311,25 @@ func TestCountRocketMQFields(t *testing.T) {
 	header := frame[8 : 8+hlen]
 	remarkLen := int(binary.BigEndian.Uint32(header[13:]))
 	ext := header[13+4+remarkLen+4:]
-	assert.Equal(t, len(cmd.ExtFields), countRocketMQFields(ext))
-	for cut := range ext { // truncated blocks count what is whole, never panic
-		assert.LessOrEqual(t, countRocketMQFields(ext[:cut]), len(cmd.ExtFields))
+	n, err := checkFields(ext)
+	require.NoError(t, err)
+	assert.Equal(t, len(cmd.ExtFields), n)
+	for cut := 1; cut < len(ext); cut++ { // a block cut anywhere but between fields is an error
+		n, err := checkFields(ext[:cut])
+		whole := 0
+		for range Fields(ext[:cut]) {
+			whole++
+		}
+		assert.Equal(t, whole, n, "cut %d", cut)
+		if err == nil {
+			assert.Less(t, n, len(cmd.ExtFields))
+		}
 	}
-	assert.Equal(t, 0, countRocketMQFields(nil))
-	assert.LessOrEqual(t, countRocketMQFields(bytes.Repeat([]byte{0xFF}, 64)), 1)
+	n, err = checkFields(nil)
+	assert.Equal(t, 0, n)
+	assert.NoError(t, err)
+	_, err = checkFields(bytes.Repeat([]byte{0xFF}, 64))
+	assert.ErrorIs(t, err, ErrBadHeader)
 }
 
 // TestReadCommandFromBufio reads frames through both of ReadCommand's paths

@@ -96,13 +96,20 @@ const ServerVersion int32 = 409
 
 // Command is one remoting frame: a request or a response.
 type Command struct {
-	Code          int32
-	Language      LanguageCode
-	Version       int32
-	Opaque        int32
-	Flag          int32
-	Remark        string
-	ExtFields     map[string]string
+	Code      int32
+	Language  LanguageCode
+	Version   int32
+	Opaque    int32
+	Flag      int32
+	Remark    string
+	ExtFields map[string]string
+	// RawExt holds header fields in the binary header's layout (see
+	// fields.go), for hot paths that build or read them without a map.
+	// Encoding writes them after ExtFields, in either serialize type; a key
+	// must not be in both. A server fills it instead of ExtFields for the
+	// binary-header requests of codes registered with ReadRawFields; like
+	// an inline processor's Body it then aliases the input buffer.
+	RawExt        []byte
 	Body          []byte
 	SerializeType SerializeType
 }
@@ -160,5 +167,5 @@ func (c *Command) String() string {
 		kind = "response"
 	}
 	return fmt.Sprintf("%s{code=%d opaque=%d flag=%d lang=%s version=%d remark=%q ext=%v bodyLen=%d}",
-		kind, c.Code, c.Opaque, c.Flag, c.Language, c.Version, c.Remark, c.ExtFields, len(c.Body))
+		kind, c.Code, c.Opaque, c.Flag, c.Language, c.Version, c.Remark, c.FieldMap(), len(c.Body))
 }

@@ -187,7 +187,7 @@ func (c *Conn) ReplyWithOwnBuffer(req, resp *Command, bodyLen int, appendBody fu
 	if c.Closed() {
 		return ErrConnClosed
 	}
-	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+bodyLen), resp, bodyLen, appendBody)
+	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+len(resp.RawExt)+bodyLen), resp, bodyLen, appendBody)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package remoting
 
 import (
+	"maps"
 	"testing"
 )
 
@@ -22,8 +23,24 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 21})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		cmd, err := DecodeFrame(frame)
+		raw, rawErr := decodeFrame(frame, true, func(RequestCode) bool { return true })
+		if (err == nil) != (rawErr == nil) {
+			t.Fatalf("decoding into RawExt disagrees: %v vs %v", err, rawErr)
+		}
 		if err != nil {
 			return
+		}
+		// Fields kept in RawExt read, and encode, as the map does.
+		if m := raw.FieldMap(); len(m) != len(cmd.ExtFields) || (len(m) > 0 && !maps.Equal(m, cmd.ExtFields)) {
+			t.Fatalf("RawExt fields %v, ExtFields %v", m, cmd.ExtFields)
+		}
+		if raw.Code <= 0x7FFF && raw.Code >= -0x8000 && raw.Version <= 0x7FFF && raw.Version >= -0x8000 {
+			if enc, err := EncodeFrame(raw); err == nil {
+				back, err := DecodeFrame(enc[4:])
+				if err != nil || !maps.Equal(back.ExtFields, cmd.FieldMap()) {
+					t.Fatalf("RawExt re-encoded to %v (%v), want %v", back, err, cmd.ExtFields)
+				}
+			}
 		}
 		if cmd.Code > 0x7FFF || cmd.Code < -0x8000 || cmd.Version > 0x7FFF || cmd.Version < -0x8000 {
 			cmd.SerializeType = JSONSerialize

@@ -45,6 +45,7 @@ type route struct {
 	pool   *Pool
 	fn     ProcessorFunc
 	inline ProcessorFunc // tried on the event loop first (HandleInline)
+	raw    bool          // binary headers' fields stay in RawExt (ReadRawFields)
 }
 
 // ErrRunOnPool is returned by the inline processor of HandleInline when the
@@ -62,6 +63,8 @@ type Server struct {
 	log    logrus.FieldLogger
 	routes map[RequestCode]route
 	pools  []*Pool
+	// keepRawFn is keepRaw, for the decoder.
+	keepRawFn func(RequestCode) bool
 
 	onOpen  []func(*Conn)
 	onClose []func(*Conn)
@@ -93,13 +96,15 @@ func NewServer(cfg ServerConfig) *Server {
 		l.SetLevel(logrus.WarnLevel)
 		cfg.Logger = l
 	}
-	return &Server{
+	s := &Server{
 		cfg:     cfg,
 		log:     cfg.Logger.WithField("component", "remoting"),
 		routes:  make(map[RequestCode]route),
 		booted:  make(chan struct{}),
 		runDone: make(chan error, 1),
 	}
+	s.keepRawFn = s.keepRaw // one method value, not one per frame
+	return s
 }
 
 // NewPool creates a worker pool owned by the server: workers goroutines and a
@@ -128,6 +133,22 @@ func (s *Server) Handle(code RequestCode, pool *Pool, fn ProcessorFunc) {
 func (s *Server) HandleInline(code RequestCode, pool *Pool, inline, fn ProcessorFunc) {
 	s.routes[code] = route{pool: pool, fn: fn, inline: inline}
 }
+
+// ReadRawFields makes the processors of code read a binary header's fields
+// from req.RawExt: such requests are decoded without building ExtFields.
+// JSON headers still arrive in ExtFields, so the processors must read both
+// (Command.Field does). Call it after routing code.
+func (s *Server) ReadRawFields(code RequestCode) {
+	r, ok := s.routes[code]
+	if !ok {
+		panic(fmt.Sprintf("remoting: ReadRawFields(%d) before the code is routed", code))
+	}
+	r.raw = true
+	s.routes[code] = r
+}
+
+// keepRaw says whether requests with code are read from RawExt.
+func (s *Server) keepRaw(code RequestCode) bool { return s.routes[code].raw }
 
 // OnConnOpen registers a hook run on the event loop when a peer connects. It must not block.
 func (s *Server) OnConnOpen(fn func(*Conn)) { s.onOpen = append(s.onOpen, fn) }
@@ -355,7 +376,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		// The body aliases gnet's input buffer until Discard: inline
 		// processors read it in place, queued ones get a copy.
-		cmd, err := decodeFrame(frame[4:], false)
+		cmd, err := decodeFrame(frame[4:], false, s.keepRawFn)
 		if err != nil {
 			_, _ = gc.Discard(4 + n)
 			s.rejectPeer(c, err)
@@ -411,6 +432,9 @@ func (s *Server) dispatch(c *Conn, cmd *Command) {
 	}
 	if cmd.Body != nil {
 		cmd.Body = bytes.Clone(cmd.Body) // it outlives this turn of the loop
+	}
+	if cmd.RawExt != nil {
+		cmd.RawExt = bytes.Clone(cmd.RawExt)
 	}
 	if s.stopping.Load() || !r.pool.Submit(func() { s.process(c, cmd, r.fn, false) }) {
 		remark := "[OVERLOAD]system busy, start flow control for a while"

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -509,4 +510,76 @@ func TestServerInvokeResponseOwnsBody(t *testing.T) {
 		invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, bytes.Repeat([]byte("x"), 300)))
 	}
 	assert.Equal(t, want, resp.Body)
+}
+
+// TestReadRawFields checks a route registered with ReadRawFields gets a
+// binary header's fields in RawExt (and a JSON header's in ExtFields), and
+// that a request handed to the pool owns its RawExt while later frames
+// reuse the input buffer.
+func TestReadRawFields(t *testing.T) {
+	const (
+		inlineRaw RequestCode = 9121
+		deferred  RequestCode = 9122
+	)
+	gate := make(chan struct{})
+	type seen struct {
+		raw bool
+		m   map[string]string
+	}
+	got := make(chan seen, 64)
+	s := MustStartServer(t, ServerConfig{}, func(s *Server) {
+		pool := s.NewPool("raw", 1, 4)
+		echo := func(c *Conn, req *Command) (*Command, error) {
+			got <- seen{raw: req.RawExt != nil && req.ExtFields == nil, m: req.FieldMap()}
+			resp := NewResponse(req, Success, "")
+			resp.ExtFields = req.ExtFields
+			resp.RawExt = req.RawExt // encoded before the processor's turn ends
+			return resp, nil
+		}
+		s.HandleInline(inlineRaw, pool, echo, echo)
+		s.ReadRawFields(inlineRaw)
+		s.HandleInline(deferred, pool, func(c *Conn, req *Command) (*Command, error) {
+			return nil, ErrRunOnPool
+		}, func(c *Conn, req *Command) (*Command, error) {
+			<-gate
+			return echo(c, req)
+		})
+		s.ReadRawFields(deferred)
+	})
+	assert.Panics(t, func() { s.ReadRawFields(RequestCode(4242)) }, "a code must be routed first")
+
+	conn := rawConn(t, s.Addr())
+	r := bufio.NewReader(conn)
+	write := func(code RequestCode, st SerializeType, opaque int32, ext map[string]string) {
+		frame, err := EncodeFrame(&Command{Code: int32(code), Opaque: opaque, ExtFields: ext, SerializeType: st})
+		require.NoError(t, err)
+		_, err = conn.Write(frame)
+		require.NoError(t, err)
+	}
+	read := func() *Command {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		return resp
+	}
+	fields := map[string]string{"a": "group", "b": "topic", "i": strings.Repeat("p", 300)}
+	write(inlineRaw, RocketMQSerialize, 1, fields)
+	assert.Equal(t, fields, read().ExtFields, "fields echoed from RawExt")
+	assert.Equal(t, seen{raw: true, m: fields}, <-got)
+	write(inlineRaw, JSONSerialize, 2, fields)
+	assert.Equal(t, fields, read().ExtFields)
+	assert.Equal(t, seen{raw: false, m: fields}, <-got)
+
+	want := map[string]string{"a": strings.Repeat("A", 400)}
+	write(deferred, RocketMQSerialize, 3, want)
+	for i := range 20 { // same-sized frames through the same buffer meanwhile
+		write(inlineRaw, RocketMQSerialize, int32(100+i), map[string]string{"a": strings.Repeat("B", 400)})
+		assert.Equal(t, int32(100+i), read().Opaque)
+		<-got
+	}
+	close(gate)
+	resp := read()
+	assert.Equal(t, int32(3), resp.Opaque)
+	assert.Equal(t, want, resp.ExtFields)
+	assert.Equal(t, seen{raw: true, m: want}, <-got)
 }

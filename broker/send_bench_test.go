@@ -11,7 +11,9 @@ import (
 )
 
 // BenchmarkSendProcessor measures the broker's send path for a 1 KiB
-// message without the network: header parse, checks, properties, append.
+// message without the network: header parse, checks, properties, append;
+// with the header as a JSON request brings it (ExtFields, long keys) and as
+// our SDK's binary V2 header does (RawExt).
 func BenchmarkSendProcessor(b *testing.B) {
 	cfg := testBrokerConfig(b)
 	cfg.MappedFileSizeCommitLog = 64 << 20
@@ -20,19 +22,32 @@ func BenchmarkSendProcessor(b *testing.B) {
 	require.NoError(b, br.Start())
 	defer func() { _ = br.Shutdown(context.Background()) }()
 	props := map[string]string{message.PropUniqKey: "C0A8000100002A9F0000000000000001", message.PropTags: "tagA", message.PropKeys: "k1"}
-	req := sendReq("BenchTopic", 0, make([]byte, 1024), props)
-	conn := &remoting.Conn{}
-	resp, err := br.processSend(conn, req)
-	require.NoError(b, err)
-	require.Equal(b, remoting.Success, resp.ResponseCode(), resp.Remark)
-	b.SetBytes(1024)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		resp, err := br.processSend(conn, req)
-		if err != nil || resp.ResponseCode() != remoting.Success {
-			b.Fatal(err, resp.Remark)
-		}
+	raw := sendReqV2(remoting.SendMessageV2, "BenchTopic", 0, make([]byte, 1024), props)
+	for k, v := range raw.ExtFields {
+		raw.RawExt = remoting.AppendField(raw.RawExt, k, v)
+	}
+	raw.ExtFields = nil
+	for _, bc := range []struct {
+		name string
+		req  *remoting.Command
+	}{
+		{"JSONv1", sendReq("BenchTopic", 0, make([]byte, 1024), props)},
+		{"RawV2", raw},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			conn := &remoting.Conn{}
+			resp, err := br.processSend(conn, bc.req)
+			require.NoError(b, err)
+			require.Equal(b, remoting.Success, resp.ResponseCode(), resp.Remark)
+			b.SetBytes(1024)
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := br.processSend(conn, bc.req)
+				if err != nil || resp.ResponseCode() != remoting.Success {
+					b.Fatal(err, resp.Remark)
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,14 +217,11 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 			bornHost = hp
 		}
 	}
-	props := message.ParseProperties(h.properties)
-	props[message.PropCluster] = b.cfg.BrokerClusterName
 	ext := message.MessageExt{
 		Message: message.Message{
-			Topic:      h.topic,
-			Flag:       h.flag,
-			Properties: props,
-			Body:       req.Body,
+			Topic: h.topic,
+			Flag:  h.flag,
+			Body:  req.Body,
 		},
 		QueueID:        queueID,
 		SysFlag:        sysFlag,
@@ -232,6 +230,20 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 		StoreHost:      b.StoreHost(),
 		ReconsumeTimes: h.reconsumeTimes,
 	}
+	if req.RequestCode() != remoting.SendBatchMessage && !strings.HasPrefix(h.topic, RetryGroupTopicPrefix) {
+		if uniqKey, ok := plainProperties(h.properties); ok {
+			// Most sends: stored with the properties string as it came.
+			ext.PropertiesString = b.withCluster(h.properties)
+			res, mustWait, err := b.appendMessage(&ext)
+			if err != nil {
+				return respond(req, remoting.MessageIllegal, err.Error()), nil
+			}
+			return b.answerPut(c, req, &h, res, mustWait, queueID, uniqKey), nil
+		}
+	}
+	props := message.ParseProperties(h.properties)
+	props[message.PropCluster] = b.cfg.BrokerClusterName
+	ext.Properties = props
 	if req.RequestCode() == remoting.SendBatchMessage {
 		return b.sendBatch(c, req, &h, &ext)
 	}
@@ -264,6 +276,42 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 		return respond(req, remoting.MessageIllegal, err.Error()), nil
 	}
 	return b.answerPut(c, req, &h, res, mustWait, queueID, props[message.PropUniqKey]), nil
+}
+
+// plainProperties reports whether a message's properties ask for nothing
+// the broker acts on at put time (a delay level, a timer, a transaction's
+// half, a CLUSTER of its own to replace), so the string can be stored as
+// it came; it also returns UNIQ_KEY, the send answer's transactionId.
+func plainProperties(props string) (uniqKey string, ok bool) {
+	for k, v := range message.PropertyEntries(props) {
+		switch k {
+		case message.PropUniqKey:
+			uniqKey = v
+		case message.PropDelayTimeLevel, message.PropTransactionPrepared, message.PropCluster:
+			return "", false
+		}
+		if slices.Contains(timerProps[:], k) {
+			return "", false
+		}
+	}
+	return uniqKey, true
+}
+
+// clusterEntry starts the CLUSTER entry withCluster appends.
+const clusterEntry = message.PropCluster + string(rune(message.NameValueSeparator))
+
+// withCluster returns a send's properties string with this broker's
+// cluster appended, as the map path stores it (SendMessageProcessor puts
+// CLUSTER into every message).
+func (b *Broker) withCluster(props string) string {
+	name := b.cfg.BrokerClusterName
+	switch {
+	case name == "":
+		return props // an empty value is not stored
+	case props == "" || props[len(props)-1] == message.PropertySeparator:
+		return props + clusterEntry + name
+	}
+	return props + string(rune(message.PropertySeparator)) + clusterEntry + name
 }
 
 // answerPut returns a send's response, or nil when the store must still

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
@@ -388,4 +389,45 @@ func TestParseSendHeaderRawMatchesMap(t *testing.T) {
 			assert.Equal(t, tc.req.ExtFields[tc.keys[sfProperties]], fromRaw.properties)
 		})
 	}
+}
+
+// TestPlainProperties checks which sends may store their properties string
+// as it came: none that asks for a delay, a timer, a half message or names
+// a CLUSTER.
+func TestPlainProperties(t *testing.T) {
+	enc := func(kv ...string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return string(message.MarshalProperties(m))
+	}
+	uniq, ok := plainProperties(enc(message.PropUniqKey, "U1", message.PropTags, "t", message.PropWaitStoreMsgOK, "false"))
+	assert.True(t, ok)
+	assert.Equal(t, "U1", uniq)
+	uniq, ok = plainProperties("")
+	assert.True(t, ok)
+	assert.Empty(t, uniq)
+	uniq, ok = plainProperties("UNIQ_KEY\x01a\x02UNIQ_KEY\x01b\x02")
+	assert.True(t, ok)
+	assert.Equal(t, "b", uniq, "the last one, as the map keeps")
+	for _, k := range append([]string{message.PropDelayTimeLevel, message.PropTransactionPrepared, message.PropCluster}, timerProps[:]...) {
+		_, ok := plainProperties(enc(message.PropUniqKey, "U1", k, "1"))
+		assert.False(t, ok, k)
+	}
+	_, ok = plainProperties(message.PropDelayTimeLevel + "\x01")
+	assert.True(t, ok, "an entry without a value is not read as one")
+}
+
+// TestWithClusterParsesLikeTheMapPath checks the appended CLUSTER entry
+// reads back as the map path stores it, whatever the string's ending.
+func TestWithClusterParsesLikeTheMapPath(t *testing.T) {
+	b := &Broker{cfg: &conf.BrokerConfig{BrokerClusterName: "C1"}}
+	for _, props := range []string{"", "TAGS\x01t", "TAGS\x01t\x02", "KEYS\x01k\x02TAGS\x01t"} {
+		want := message.ParseProperties(props)
+		want[message.PropCluster] = "C1"
+		assert.Equal(t, want, message.ParseProperties(b.withCluster(props)), "%q", props)
+	}
+	b.cfg.BrokerClusterName = ""
+	assert.Equal(t, "TAGS\x01t", b.withCluster("TAGS\x01t"))
 }

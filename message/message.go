@@ -158,6 +158,26 @@ type MessageExt struct {
 	BodyCRC                   int32 // crc32 IEEE of the stored body & 0x7FFFFFFF
 	ReconsumeTimes            int32
 	PreparedTransactionOffset int64
+	// PropertiesString, when Properties is nil, is the properties already
+	// encoded: EncodeRecord stores it as it is. A broker passes a plain
+	// send's string on this way (with its CLUSTER entry appended) instead of
+	// parsing it into a map and encoding the map again.
+	PropertiesString string
+}
+
+// Property returns the value of key, from Properties or, when that is nil,
+// from PropertiesString.
+func (m *MessageExt) Property(key string) string {
+	if m.Properties != nil {
+		return m.Properties[key]
+	}
+	val := ""
+	for k, v := range PropertyEntries(m.PropertiesString) {
+		if k == key {
+			val = v // the last one, as in a map
+		}
+	}
+	return val
 }
 
 // OffsetMsgID returns the broker-side message id (store host + commitlog offset).

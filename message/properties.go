@@ -2,6 +2,7 @@ package message
 
 import (
 	"bytes"
+	"iter"
 	"strings"
 )
 
@@ -59,18 +60,32 @@ func UnmarshalProperties(b []byte) map[string]string { return ParseProperties(st
 // broker a send header's value).
 func ParseProperties(s string) map[string]string {
 	m := make(map[string]string, strings.Count(s, string(rune(PropertySeparator)))+1)
-	for len(s) > 0 {
-		item := s
-		if end := strings.IndexByte(s, PropertySeparator); end >= 0 {
-			item, s = s[:end], s[end+1:]
-		} else {
-			s = ""
-		}
-		if kv := strings.IndexByte(item, NameValueSeparator); kv > 0 && kv < len(item)-1 {
-			m[item[:kv]] = item[kv+1:]
-		}
+	for k, v := range PropertyEntries(s) {
+		m[k] = v
 	}
 	return m
+}
+
+// PropertyEntries yields the entries of a properties string by the rules of
+// UnmarshalProperties (entries without a name or a value are skipped; a
+// repeated name yields twice, the last one being what a map keeps). Names
+// and values are substrings of s.
+func PropertyEntries(s string) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for len(s) > 0 {
+			item := s
+			if end := strings.IndexByte(s, PropertySeparator); end >= 0 {
+				item, s = s[:end], s[end+1:]
+			} else {
+				s = ""
+			}
+			if kv := strings.IndexByte(item, NameValueSeparator); kv > 0 && kv < len(item)-1 {
+				if !yield(item[:kv], item[kv+1:]) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // PropertyValue finds key in an encoded properties string without building a

@@ -208,7 +208,11 @@ func EncodeRecord(dst []byte, m *MessageExt) ([]byte, error) {
 		return dst[:start], err
 	}
 	propsStart := len(dst)
-	dst = AppendProperties(dst, m.Properties)
+	if m.Properties == nil {
+		dst = append(dst, m.PropertiesString...)
+	} else {
+		dst = AppendProperties(dst, m.Properties)
+	}
 	return finishRecord(dst, start, propsStart)
 }
 

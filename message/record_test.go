@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -269,4 +270,31 @@ func TestTransactionAndCompressionBits(t *testing.T) {
 	assert.Equal(t, TransactionCommitType, TransactionType(g))
 	assert.Equal(t, f&^TransactionRollbackType, g&^TransactionRollbackType)
 	assert.Equal(t, int(primitive.GetTransactionValue(int(f))), int(TransactionType(f)))
+}
+
+// TestEncodeRecordFromPropertiesString checks a message whose properties
+// come encoded (Properties nil) is stored with that string, reads back as
+// the map would, and answers Property from it.
+func TestEncodeRecordFromPropertiesString(t *testing.T) {
+	props := map[string]string{PropUniqKey: "U", PropTags: "t", PropWaitStoreMsgOK: "false"}
+	viaMap := &MessageExt{Message: Message{Topic: "T", Body: []byte("b"), Properties: props}}
+	viaString := &MessageExt{Message: Message{Topic: "T", Body: []byte("b")}, PropertiesString: string(MarshalProperties(props)) + "\x02"}
+	for _, m := range []*MessageExt{viaMap, viaString} {
+		rec, err := EncodeRecord(nil, m)
+		require.NoError(t, err)
+		r, err := ParseRecord(rec)
+		require.NoError(t, err)
+		assert.Equal(t, props, UnmarshalProperties(r.Properties()))
+		assert.Equal(t, "false", m.Property(PropWaitStoreMsgOK))
+		assert.Empty(t, m.Property(PropKeys))
+	}
+	rec, err := EncodeRecord(nil, viaString)
+	require.NoError(t, err)
+	r, _ := ParseRecord(rec)
+	assert.Equal(t, viaString.PropertiesString, string(r.Properties()), "stored as it came")
+	assert.Equal(t, "2", (&MessageExt{PropertiesString: "K\x011\x02K\x012"}).Property("K"), "the last one, as in a map")
+
+	long := &MessageExt{Message: Message{Topic: "T"}, PropertiesString: "K\x01" + strings.Repeat("v", MaxPropertiesLength)}
+	_, err = EncodeRecord(nil, long)
+	assert.ErrorIs(t, err, ErrPropertiesTooLong)
 }

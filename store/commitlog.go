@@ -410,7 +410,7 @@ func (cl *CommitLog) appendMessage(msg *message.MessageExt) (PutResult, bool) {
 	msg.StoreSize = res.WroteBytes
 	msg.BodyCRC = message.BodyCRC(msg.Body)
 	res.MsgID = message.CreateOffsetMsgID(msg.StoreHost, res.WroteOffset)
-	return res, msg.Properties[message.PropWaitStoreMsgOK] != "false"
+	return res, msg.Property(message.PropWaitStoreMsgOK) != "false"
 }
 
 // PutMessages appends a producer batch: every record lands in one file,
@@ -478,7 +478,7 @@ func (cl *CommitLog) appendBatch(batch *message.MessageExtBatch) (PutResult, boo
 	m.QueueOffset = res.QueueOffset
 	m.CommitLogOffset = res.WroteOffset
 	m.StoreTimestamp = res.StoreTimestamp
-	return res, m.Properties[message.PropWaitStoreMsgOK] != "false"
+	return res, m.Property(message.PropWaitStoreMsgOK) != "false"
 }
 
 // append writes n encoded records (all of key's queue) under the writer lock.

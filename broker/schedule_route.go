@@ -141,9 +141,12 @@ func timerDeliverTime(props map[string]string, now time.Time) (int64, bool, erro
 // mustWait is store.Store.AppendMessage's: the caller acknowledges only once
 // OnFlushed reports the message durable.
 func (b *Broker) appendMessage(msg *message.MessageExt) (res store.PutResult, mustWait bool, err error) {
-	parked, err := b.routeDelay(msg, time.Now())
-	if err != nil {
-		return store.PutResult{Status: store.MessageIllegal, Err: err}, false, err
+	parked := false
+	if msg.Properties != nil { // a plain send's string (plainProperties) asks for no delay
+		parked, err = b.routeDelay(msg, time.Now())
+		if err != nil {
+			return store.PutResult{Status: store.MessageIllegal, Err: err}, false, err
+		}
 	}
 	res, mustWait = b.store.AppendMessage(msg)
 	if parked && res.OK() {

@@ -59,13 +59,8 @@ type Client struct {
 	closed   bool
 	scanning atomic.Bool // the timeout scan was started (set under mu)
 
-	// cbWork hands a callback to an idle worker. It is unbuffered on
-	// purpose: a callback never waits in a queue behind a worker that is
-	// itself blocked, say in a SendAsync waiting for a slot that only
-	// another callback frees, so callbacks cannot deadlock one another.
-	cbWork    chan callbackTask
-	cbWorkers atomic.Int32  // workers running
-	stop      chan struct{} // closed by Close: workers and the scan exit
+	cbq  callbackQueue
+	stop chan struct{} // closed by Close: the timeout scan exits
 
 	wg sync.WaitGroup // read loops, the scan, handler and callback goroutines
 }
@@ -78,8 +73,17 @@ const (
 	// their deadlines, so a timeout fires up to this much late.
 	timeoutScanInterval = 50 * time.Millisecond
 	// maxCallbackWorkers bounds the long-lived callback workers; a
-	// callback arriving while all are busy runs on a goroutine of its own.
+	// callback arriving while all are busy waits for one to finish.
 	maxCallbackWorkers = 16
+	// callbackRescueInterval is how often a callback queue that has no
+	// idle worker is checked for progress. A callback still queued at the
+	// next check (so after waiting between one and two intervals) gets a
+	// goroutine of its own, as does every one queued behind it.
+	callbackRescueInterval = 5 * time.Millisecond
+	// maxIdleCallbackRing bounds the callback queue's buffer kept while it
+	// is empty: enough for the thousands of calls an async producer keeps
+	// in flight, without keeping what a rare larger burst grew.
+	maxIdleCallbackRing = 8192
 )
 
 // NewClient returns a client; it dials lazily.
@@ -101,16 +105,17 @@ func NewClient(cfg ClientConfig) *Client {
 		l.SetLevel(logrus.WarnLevel)
 		cfg.Logger = l
 	}
-	return &Client{
+	cl := &Client{
 		cfg:      cfg,
 		log:      cfg.Logger.WithField("component", "remoting-client"),
 		sem:      make(chan struct{}, cfg.MaxServerRequests),
 		epoch:    time.Now(),
 		conns:    make(map[string]*clientConn),
 		handlers: make(map[RequestCode]RequestHandler),
-		cbWork:   make(chan callbackTask),
 		stop:     make(chan struct{}),
 	}
+	cl.cbq.cond.L = &cl.cbq.mu
+	return cl
 }
 
 // RegisterHandler routes server-sent requests with code to h.
@@ -227,10 +232,19 @@ func (cl *Client) Close() error {
 	conns := cl.conns
 	cl.conns = map[string]*clientConn{}
 	cl.mu.Unlock()
+	cl.stopCallbackWorkers()
 	for _, cc := range conns {
 		cc.close(nil)
 	}
 	cl.wg.Wait()
+	// Every worker is gone, so the queue is empty and a late rescue finds
+	// nothing to do; stop the timer so none fires at all.
+	cl.cbq.mu.Lock()
+	if cl.cbq.rescue != nil {
+		cl.cbq.rescue.Stop()
+	}
+	cl.cbq.armed = false
+	cl.cbq.mu.Unlock()
 	return nil
 }
 
@@ -252,50 +266,178 @@ type callbackTask struct {
 	err  error
 }
 
-// runCallback hands t to an idle callback worker, starts a new worker for
-// it while there are fewer than maxCallbackWorkers, or else runs it on a
-// goroutine of its own. It never blocks, so the read loop keeps reading
-// while callbacks are slow. Callers run on goroutines counted in cl.wg (read
-// loops and the timeout scan), so the Add here never races Close's Wait.
-func (cl *Client) runCallback(t callbackTask) {
-	select {
-	case cl.cbWork <- t:
-		return
-	default:
-	}
-	for {
-		n := cl.cbWorkers.Load()
-		if n >= maxCallbackWorkers {
-			break
-		}
-		if cl.cbWorkers.CompareAndSwap(n, n+1) {
-			cl.wg.Add(1)
-			go cl.callbackLoop(t)
-			return
-		}
-	}
-	cl.wg.Add(1)
-	go func() {
-		defer cl.wg.Done()
-		t.cb(t.resp, t.err)
-	}()
+// callbackQueue holds InvokeAsync outcomes until a callback worker takes
+// them. Under load a worker that finishes one callback takes the next
+// straight from the queue, so short callbacks share a few goroutines
+// instead of each paying for one of its own (before the queue, 70-95% of
+// callbacks did, since a busy worker was seldom parked at the moment the
+// read loop had one to hand over).
+//
+// A queue can deadlock callbacks that wait for one another, say one
+// blocked in a send until a slot frees that only a later callback
+// releases, if every worker is blocked like that. So no callback waits
+// long for a busy worker: while callbacks are queued with no idle worker
+// to take them, the rescue timer checks every callbackRescueInterval,
+// and if a callback queued at the previous check is still there, every
+// queued callback gets a goroutine of its own. So a callback waits in the
+// queue for two intervals at most (plus timer lateness), however the
+// callbacks ahead of it block, and the read loop never waits on them.
+//
+// Invariant, under mu: while n > waking (more tasks queued than workers on
+// their way to the queue), the rescue timer is armed; it stays armed until
+// the queue is empty.
+type callbackQueue struct {
+	mu   sync.Mutex // guards everything below
+	cond sync.Cond  // idle workers wait here; L is &mu
+
+	ring   []callbackTask // queued tasks: n of them from head, wrapping
+	head   int
+	n      int
+	pushed uint64 // tasks ever queued
+	popped uint64 // tasks ever taken off the queue
+	mark   uint64 // pushed at the last rescue check
+
+	workers  int  // workers running
+	idle     int  // workers waiting on cond, not yet signalled
+	waking   int  // workers signalled or started that have not yet looked at the queue
+	stopping bool // Close was called: workers exit once the queue is empty
+
+	rescue *time.Timer // runs rescueCallbacks; made on first use
+	armed  bool        // rescue is set to fire
 }
 
-// callbackLoop is a callback worker: it runs first, then whatever it is
-// handed, until Close.
-func (cl *Client) callbackLoop(first callbackTask) {
-	defer cl.wg.Done()
-	defer cl.cbWorkers.Add(-1)
-	t := first
-	for {
-		t.cb(t.resp, t.err)
-		t = callbackTask{} // hold no response while idle
-		select {
-		case t = <-cl.cbWork:
-		case <-cl.stop:
-			return
+// push queues t. Call with mu held.
+func (q *callbackQueue) push(t callbackTask) {
+	if q.n == len(q.ring) {
+		grown := make([]callbackTask, max(2*len(q.ring), 64))
+		k := copy(grown, q.ring[q.head:])
+		copy(grown[k:], q.ring[:q.head])
+		q.ring, q.head = grown, 0
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = t
+	q.n++
+	q.pushed++
+}
+
+// pop takes the oldest task off the queue; n must be positive. Call with mu
+// held.
+func (q *callbackQueue) pop() callbackTask {
+	t := q.ring[q.head]
+	q.ring[q.head] = callbackTask{} // hold no response once handed out
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	q.popped++
+	if q.n == 0 && len(q.ring) > maxIdleCallbackRing {
+		q.ring, q.head = nil, 0 // a one-off burst, say a close failing many calls
+	}
+	return t
+}
+
+// runCallback queues t and makes sure something will take it: a worker
+// already on its way to the queue, an idle worker it wakes, a new worker
+// while there are fewer than maxCallbackWorkers, or else a busy worker
+// when it finishes, with the rescue timer set in case none does soon. It
+// never blocks, so the read loop keeps reading while callbacks are slow.
+// Callers run on goroutines counted in cl.wg (read loops and the timeout
+// scan), so the Add here never races Close's Wait.
+func (cl *Client) runCallback(t callbackTask) {
+	q := &cl.cbq
+	q.mu.Lock()
+	q.push(t)
+	switch {
+	case q.waking >= q.n:
+		// Each queued task has a worker coming for it.
+	case q.idle > 0:
+		q.idle--
+		q.waking++
+		q.cond.Signal()
+	case q.workers < maxCallbackWorkers:
+		q.workers++
+		q.waking++
+		cl.wg.Add(1)
+		go cl.callbackLoop()
+	case !q.armed:
+		q.armed = true
+		q.mark = q.pushed
+		if q.rescue == nil {
+			q.rescue = time.AfterFunc(callbackRescueInterval, cl.rescueCallbacks)
+		} else {
+			q.rescue.Reset(callbackRescueInterval)
 		}
 	}
+	q.mu.Unlock()
+}
+
+// callbackLoop is a callback worker: it runs queued callbacks, waiting for
+// more while there are none, until Close and the queue is empty.
+func (cl *Client) callbackLoop() {
+	defer cl.wg.Done()
+	q := &cl.cbq
+	q.mu.Lock()
+	q.waking--
+	for {
+		if q.n > 0 {
+			t := q.pop()
+			q.mu.Unlock()
+			t.cb(t.resp, t.err)
+			q.mu.Lock()
+			continue
+		}
+		if q.stopping {
+			break
+		}
+		q.idle++
+		q.cond.Wait()
+		q.waking-- // whoever woke us moved us from idle to waking
+	}
+	q.workers--
+	q.mu.Unlock()
+}
+
+// rescueCallbacks is the rescue timer's check (see callbackQueue). A task
+// queued at the previous check and not yet taken means the workers have
+// not kept up for a whole callbackRescueInterval: they are slow, or
+// blocked, perhaps on a callback still in the queue. Each queued task then
+// runs on a goroutine of its own, as every callback did before the queue.
+//
+// It runs on the timer's goroutine, not one counted in cl.wg; the Add is
+// still safe because while the queue holds tasks some worker is running
+// (workers exit only when it is empty), so the count is above zero.
+func (cl *Client) rescueCallbacks() {
+	q := &cl.cbq
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n == 0 {
+		q.armed = false
+		return
+	}
+	if q.popped >= q.mark {
+		q.mark = q.pushed
+		q.rescue.Reset(callbackRescueInterval)
+		return
+	}
+	for q.n > 0 {
+		t := q.pop()
+		cl.wg.Add(1)
+		go func() {
+			defer cl.wg.Done()
+			t.cb(t.resp, t.err)
+		}()
+	}
+	q.armed = false
+}
+
+// stopCallbackWorkers lets the workers exit once the queue is empty; a
+// callback queued later (the connections' closes fail their pending calls)
+// starts a worker again.
+func (cl *Client) stopCallbackWorkers() {
+	q := &cl.cbq
+	q.mu.Lock()
+	q.stopping = true
+	q.waking += q.idle
+	q.idle = 0
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // startTimeoutScan starts the timeout scan on the first async call. It

@@ -163,7 +163,7 @@ func TestClientAsyncCompletesExactlyOnce(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: %v", round, seen)
-		assert.Zero(t, cl.cbWorkers.Load(), "callback workers left after Close")
+		assert.Zero(t, callbackWorkers(cl), "callback workers left after Close")
 	}
 }
 
@@ -226,7 +226,7 @@ func TestClientSlowCallbacksDoNotStallReads(t *testing.T) {
 			}))
 	}
 	started.Wait()
-	assert.LessOrEqual(t, cl.cbWorkers.Load(), int32(maxCallbackWorkers))
+	assert.LessOrEqual(t, callbackWorkers(cl), maxCallbackWorkers)
 	resp := invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, []byte("through")))
 	assert.Equal(t, []byte("through"), resp.Body)
 	close(release)
@@ -324,9 +324,9 @@ func TestClientCloseStopsBackgroundWork(t *testing.T) {
 			func(*Command, error) { wg.Done() }))
 	}
 	wg.Wait()
-	assert.Positive(t, cl.cbWorkers.Load())
+	assert.Positive(t, callbackWorkers(cl))
 	require.NoError(t, cl.Close()) // waits for the scan and the workers
-	assert.Zero(t, cl.cbWorkers.Load())
+	assert.Zero(t, callbackWorkers(cl))
 	err := cl.InvokeAsync(context.Background(), s.Addr(), NewRequest(echoCode, nil, nil), time.Second,
 		func(*Command, error) { t.Error("callback after Close") })
 	assert.ErrorIs(t, err, ErrClientClosed)

@@ -420,7 +420,7 @@ func (p *Producer) result(addr string, out *outgoing, q MessageQueue, resp *remo
 	default:
 		return nil, brokerError(addr, resp)
 	}
-	h, err := decodeSendResponse(resp.ExtFields)
+	h, err := decodeSendResponse(resp)
 	if err != nil {
 		return nil, fmt.Errorf("client: send response from %s: %w", addr, err)
 	}
@@ -440,15 +440,43 @@ func (p *Producer) result(addr string, out *outgoing, q MessageQueue, resp *remo
 
 // decodeSendResponse is protocol.DecodeHeader for SendMessageResponseHeader
 // without reflection (every send decodes one), with the same checks: the
-// required keys present, the integers parsable.
-func decodeSendResponse(ext map[string]string) (protocol.SendMessageResponseHeader, error) {
+// required keys present, the integers parsable. A binary answer's fields
+// are read from RawExt in one pass, sharing one string; a JSON one's from
+// ExtFields.
+func decodeSendResponse(resp *remoting.Command) (protocol.SendMessageResponseHeader, error) {
 	var h protocol.SendMessageResponseHeader
-	var ok bool
-	if h.MsgID, ok = ext["msgId"]; !ok {
+	var qid, qoff string
+	var hasMsgID, hasQID, hasQOff bool
+	if resp.RawExt != nil {
+		for k, v := range remoting.StringFields(string(resp.RawExt)) {
+			switch k {
+			case "msgId":
+				h.MsgID, hasMsgID = v, true
+			case "queueId":
+				qid, hasQID = v, true
+			case "queueOffset":
+				qoff, hasQOff = v, true
+			case "transactionId":
+				h.TransactionID = v
+			case message.PropMsgRegion:
+				h.MsgRegion = v
+			case message.PropTraceSwitch:
+				h.TraceOn = v
+			}
+		}
+	}
+	if ext := resp.ExtFields; len(ext) > 0 {
+		h.MsgID, hasMsgID = ext["msgId"]
+		qid, hasQID = ext["queueId"]
+		qoff, hasQOff = ext["queueOffset"]
+		h.TransactionID = ext["transactionId"]
+		h.MsgRegion = ext[message.PropMsgRegion]
+		h.TraceOn = ext[message.PropTraceSwitch]
+	}
+	if !hasMsgID {
 		return h, fmt.Errorf("%w: the custom field <msgId> is null", protocol.ErrBadHeader)
 	}
-	qid, ok := ext["queueId"]
-	if !ok {
+	if !hasQID {
 		return h, fmt.Errorf("%w: the custom field <queueId> is null", protocol.ErrBadHeader)
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(qid), 10, 32)
@@ -456,16 +484,12 @@ func decodeSendResponse(ext map[string]string) (protocol.SendMessageResponseHead
 		return h, fmt.Errorf("%w: <queueId> = %q is not a 32-bit integer", protocol.ErrBadHeader, qid)
 	}
 	h.QueueID = int32(n)
-	qoff, ok := ext["queueOffset"]
-	if !ok {
+	if !hasQOff {
 		return h, fmt.Errorf("%w: the custom field <queueOffset> is null", protocol.ErrBadHeader)
 	}
 	if h.QueueOffset, err = strconv.ParseInt(strings.TrimSpace(qoff), 10, 64); err != nil {
 		return h, fmt.Errorf("%w: <queueOffset> = %q is not a 64-bit integer", protocol.ErrBadHeader, qoff)
 	}
-	h.TransactionID = ext["transactionId"]
-	h.MsgRegion = ext["MSG_REGION"]
-	h.TraceOn = ext["TRACE_ON"]
 	return h, nil
 }
 

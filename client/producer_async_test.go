@@ -219,14 +219,23 @@ func TestDecodeSendResponseMatchesReflective(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var want protocol.SendMessageResponseHeader
 			wantErr := protocol.DecodeHeader(tc.ext, &want)
-			got, err := decodeSendResponse(tc.ext)
-			if wantErr != nil {
-				require.ErrorIs(t, err, protocol.ErrBadHeader)
-				assert.Equal(t, wantErr.Error(), err.Error())
-				return
+			raw := &remoting.Command{} // the same fields as a binary answer brings them
+			for k, v := range tc.ext {
+				raw.RawExt = remoting.AppendField(raw.RawExt, k, v)
 			}
-			require.NoError(t, err)
-			assert.Equal(t, want, got)
+			if raw.RawExt == nil {
+				raw.RawExt = []byte{}
+			}
+			for _, resp := range []*remoting.Command{{ExtFields: tc.ext}, raw} {
+				got, err := decodeSendResponse(resp)
+				if wantErr != nil {
+					require.ErrorIs(t, err, protocol.ErrBadHeader)
+					assert.Equal(t, wantErr.Error(), err.Error())
+					continue
+				}
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			}
 		})
 	}
 }

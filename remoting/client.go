@@ -132,6 +132,7 @@ func (cl *Client) InvokeSync(ctx context.Context, addr string, req *Command) (*C
 		return nil, err
 	}
 	c := newCall()
+	c.raw = req.RawExt != nil
 	op := cc.register(c)
 	if op == 0 {
 		c.free()
@@ -179,6 +180,7 @@ func (cl *Client) InvokeAsync(ctx context.Context, addr string, req *Command, ti
 	c := newCall()
 	c.cb = cb
 	c.code = req.Code
+	c.raw = req.RawExt != nil
 	now := cl.monotonic()
 	c.deadline = now + int64(timeout)
 	if c.deadline < now {
@@ -534,6 +536,7 @@ type call struct {
 	cb       func(*Command, error)
 	code     int32 // async: the request code, for the timeout error
 	deadline int64 // async: Client.monotonic time the call times out
+	raw      bool  // the request came with RawExt: so may the response
 }
 
 var callPool = sync.Pool{New: func() any { return &call{ch: make(chan *Command, 1)} }}
@@ -545,6 +548,7 @@ func (c *call) free() {
 	c.cb = nil
 	c.code = 0
 	c.deadline = 0
+	c.raw = false
 	callPool.Put(c)
 }
 
@@ -774,7 +778,7 @@ func (cc *clientConn) readLoop() {
 			rdl = now.Add(idle)
 			_ = cc.nc.SetReadDeadline(rdl)
 		}
-		cmd, err := ReadCommand(r)
+		cmd, err := readCommand(r, isResponse)
 		if err != nil {
 			cc.close(err)
 			cc.failPending()
@@ -795,6 +799,10 @@ func (cc *clientConn) complete(resp *Command) {
 	cc.mu.Unlock()
 	if !ok {
 		return // timed out already, or an answer to a oneway request
+	}
+	if resp.RawExt != nil && !c.raw {
+		// A caller that built its request with a map reads the answer's.
+		resp.ExtFields, resp.RawExt = resp.FieldMap(), nil
 	}
 	if c.cb == nil {
 		c.ch <- resp // buffered, and this is the registration's only send

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -170,5 +171,60 @@ func BenchmarkRoundTrip(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rt/s")
 			})
 		}
+	}
+}
+
+// TestClientRawResponses checks a caller that sends its fields in RawExt
+// gets a binary answer's fields there too (a JSON answer's in ExtFields),
+// and a caller that sends a map always gets a map, sync or async.
+func TestClientRawResponses(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil) // echoes the fields
+	cl := MustNewClient(t, ClientConfig{})
+	want := map[string]string{"k": "v", "n": "42"}
+	rawReq := func(st SerializeType) *Command {
+		req := NewRequest(echoCode, nil, nil)
+		req.RawExt = AppendIntField(AppendField(nil, "k", "v"), "n", 42)
+		req.SerializeType = st
+		return req
+	}
+	mapReq := func(st SerializeType) *Command {
+		req := NewRequest(echoCode, maps.Clone(want), nil)
+		req.SerializeType = st
+		return req
+	}
+	async := func(req *Command) *Command {
+		got := make(chan *Command, 1)
+		require.NoError(t, cl.InvokeAsync(context.Background(), s.Addr(), req, 3*time.Second, func(resp *Command, err error) {
+			assert.NoError(t, err)
+			got <- resp
+		}))
+		select {
+		case resp := <-got:
+			return resp
+		case <-time.After(5 * time.Second):
+			t.Fatal("no callback")
+			return nil
+		}
+	}
+	for _, call := range []struct {
+		name   string
+		invoke func(*Command) *Command
+	}{{"sync", func(req *Command) *Command { return invoke(t, cl, s.Addr(), req) }}, {"async", async}} {
+		t.Run(call.name, func(t *testing.T) {
+			resp := call.invoke(rawReq(RocketMQSerialize))
+			assert.Nil(t, resp.ExtFields)
+			assert.NotNil(t, resp.RawExt)
+			assert.Equal(t, want, resp.FieldMap())
+
+			resp = call.invoke(rawReq(JSONSerialize))
+			assert.Equal(t, want, resp.ExtFields, "a JSON answer comes as a map")
+			assert.Nil(t, resp.RawExt)
+
+			for _, st := range []SerializeType{RocketMQSerialize, JSONSerialize} {
+				resp = call.invoke(mapReq(st))
+				assert.Equal(t, want, resp.ExtFields, st.String())
+				assert.Nil(t, resp.RawExt, st.String())
+			}
+		})
 	}
 }

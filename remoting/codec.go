@@ -60,10 +60,10 @@ func DecodeFrame(frame []byte) (*Command, error) {
 
 // decodeFrame is DecodeFrame; without copyBody the body aliases frame, for
 // callers that allocated frame for this command alone (ReadCommand): a pull
-// response carries up to 256 KiB of records, copied once less. Requests
+// response carries up to 256 KiB of records, copied once less. Commands
 // keepRaw accepts keep their binary header's fields in RawExt, which aliases
-// frame like the body (decodeRocketMQHeader).
-func decodeFrame(frame []byte, copyBody bool, keepRaw func(RequestCode) bool) (*Command, error) {
+// frame like the body unless copyBody (decodeRocketMQHeader).
+func decodeFrame(frame []byte, copyBody bool, keepRaw func(*Command) bool) (*Command, error) {
 	if len(frame) < 4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrFrameTooShort, len(frame))
 	}
@@ -108,7 +108,16 @@ func decodeFrame(frame []byte, copyBody bool, keepRaw func(RequestCode) bool) (*
 // answer) costs no frame buffer. A large one (a pull's records) is read into
 // a buffer of its own, which becomes the body: making room for it in the
 // reader's buffer would move what is buffered first.
-func ReadCommand(r io.Reader) (*Command, error) {
+func ReadCommand(r io.Reader) (*Command, error) { return readCommand(r, nil) }
+
+// isResponse is the keepRaw of a client's read loop: the fields of binary
+// answers stay in RawExt until the call they answer is known
+// (clientConn.complete).
+func isResponse(cmd *Command) bool { return cmd.IsResponse() }
+
+// readCommand is ReadCommand, keeping the binary header fields of the
+// commands keepRaw accepts in RawExt.
+func readCommand(r io.Reader, keepRaw func(*Command) bool) (*Command, error) {
 	var prefix [4]byte
 	if br, ok := r.(*bufio.Reader); ok {
 		p, err := br.Peek(4)
@@ -124,7 +133,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 			if err != nil {
 				return nil, readErr(err, len(frame))
 			}
-			cmd, err := decodeFrame(frame[4:], true, nil)
+			cmd, err := decodeFrame(frame[4:], true, keepRaw)
 			_, _ = br.Discard(4 + n)
 			return cmd, err
 		}
@@ -140,7 +149,7 @@ func ReadCommand(r io.Reader) (*Command, error) {
 	if _, err := io.ReadFull(r, frame); err != nil {
 		return nil, err
 	}
-	return decodeFrame(frame, false, nil)
+	return decodeFrame(frame, false, keepRaw)
 }
 
 // maxInPlaceFrame bounds the frames ReadCommand decodes in a
@@ -355,10 +364,10 @@ func AppendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// decodeRocketMQHeader decodes a binary header. A request whose code
-// keepRaw accepts keeps its extFields as a RawExt block aliasing b (checked
-// here, so readers can trust it) instead of a map.
-func decodeRocketMQHeader(b []byte, keepRaw func(RequestCode) bool) (*Command, error) {
+// decodeRocketMQHeader decodes a binary header. A command keepRaw accepts
+// (it sees all but the fields) keeps its extFields as a RawExt block
+// aliasing b (checked here, so readers can trust it) instead of a map.
+func decodeRocketMQHeader(b []byte, keepRaw func(*Command) bool) (*Command, error) {
 	if len(b) < rocketMQFixedHeaderLen {
 		return nil, fmt.Errorf("%w: binary header of %d bytes", ErrBadHeader, len(b))
 	}
@@ -390,7 +399,7 @@ func decodeRocketMQHeader(b []byte, keepRaw func(RequestCode) bool) (*Command, e
 	if n == 0 {
 		return cmd, nil
 	}
-	if keepRaw != nil && !cmd.IsResponse() && keepRaw(cmd.RequestCode()) {
+	if keepRaw != nil && keepRaw(cmd) {
 		cmd.RawExt = raw
 		return cmd, nil
 	}

@@ -108,7 +108,9 @@ type Command struct {
 	// Encoding writes them after ExtFields, in either serialize type; a key
 	// must not be in both. A server fills it instead of ExtFields for the
 	// binary-header requests of codes registered with ReadRawFields; like
-	// an inline processor's Body it then aliases the input buffer.
+	// an inline processor's Body it then aliases the input buffer. A client
+	// fills it instead of ExtFields in the binary answer to a request that
+	// was sent with RawExt (other callers get ExtFields, as before).
 	RawExt        []byte
 	Body          []byte
 	SerializeType SerializeType

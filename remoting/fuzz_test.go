@@ -23,7 +23,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 21})
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		cmd, err := DecodeFrame(frame)
-		raw, rawErr := decodeFrame(frame, true, func(RequestCode) bool { return true })
+		raw, rawErr := decodeFrame(frame, true, func(*Command) bool { return true })
 		if (err == nil) != (rawErr == nil) {
 			t.Fatalf("decoding into RawExt disagrees: %v vs %v", err, rawErr)
 		}

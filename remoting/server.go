@@ -64,7 +64,7 @@ type Server struct {
 	routes map[RequestCode]route
 	pools  []*Pool
 	// keepRawFn is keepRaw, for the decoder.
-	keepRawFn func(RequestCode) bool
+	keepRawFn func(*Command) bool
 
 	onOpen  []func(*Conn)
 	onClose []func(*Conn)
@@ -147,8 +147,10 @@ func (s *Server) ReadRawFields(code RequestCode) {
 	s.routes[code] = r
 }
 
-// keepRaw says whether requests with code are read from RawExt.
-func (s *Server) keepRaw(code RequestCode) bool { return s.routes[code].raw }
+// keepRaw says whether cmd is a request whose code is read from RawExt.
+func (s *Server) keepRaw(cmd *Command) bool {
+	return !cmd.IsResponse() && s.routes[cmd.RequestCode()].raw
+}
 
 // OnConnOpen registers a hook run on the event loop when a peer connects. It must not block.
 func (s *Server) OnConnOpen(fn func(*Conn)) { s.onOpen = append(s.onOpen, fn) }

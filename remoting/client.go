@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,7 +192,7 @@ func (cl *Client) InvokeAsync(ctx context.Context, addr string, req *Command, ti
 		c.free()
 		return fmt.Errorf("remoting: invoke %s: %w", addr, ErrConnClosed)
 	}
-	if err := cc.send(ctx, req, op, 0); err != nil && cc.unregister(op) {
+	if err := cc.send(ctx, req, op, 0|sendCoalesce); err != nil && cc.unregister(op) {
 		// Still pending, so cb was not called: the caller learns of the failure
 		// from the returned error alone. Otherwise the connection's close or
 		// the timeout scan already reported it through cb.
@@ -621,16 +622,22 @@ func (cc *clientConn) expire(now int64, dst []expiredCall) []expiredCall {
 	return dst
 }
 
+// sendCoalesce is a send option outside the wire's flag bits: the caller
+// does not wait for the answer (InvokeAsync), so its frame may wait a moment
+// for others to share its write (see write).
+const sendCoalesce int32 = 1 << 30
+
 func (cc *clientConn) send(ctx context.Context, req *Command, opaque, flags int32) error {
 	req.Opaque = opaque
-	req.Flag = (req.Flag &^ (flagResponse | flagOneway)) | flags
+	coalesce := flags&sendCoalesce != 0
+	req.Flag = (req.Flag &^ (flagResponse | flagOneway)) | flags&^sendCoalesce
 	if req.Language == 0 && cc.cl.cfg.Language != 0 {
 		req.Language = cc.cl.cfg.Language
 	}
 	if cc.cl.cfg.BeforeRequest != nil {
 		cc.cl.cfg.BeforeRequest(cc.addr, req)
 	}
-	return cc.write(ctx, req)
+	return cc.write(ctx, req, coalesce)
 }
 
 const (
@@ -654,7 +661,7 @@ const (
 // given at least minWriteTimeout however little of the caller's time is
 // left, rather than failing every call on the connection for one caller's
 // deadline.
-func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
+func (cc *clientConn) write(ctx context.Context, cmd *Command, coalesce bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("remoting: write to %s: %w", cc.addr, err)
 	}
@@ -680,6 +687,14 @@ func (cc *clientConn) write(ctx context.Context, cmd *Command) error {
 		return nil
 	}
 	cc.flushing = true
+	if coalesce {
+		// Let the goroutines that are ready to run queue their frames
+		// behind this one first: under async load one write then
+		// carries many sends instead of one each.
+		cc.wmu.Unlock()
+		runtime.Gosched()
+		cc.wmu.Lock()
+	}
 	for len(cc.wbuf) > 0 {
 		buf := cc.wbuf
 		cc.wbuf = cc.spare[:0]
@@ -823,7 +838,7 @@ func (cc *clientConn) serve(req *Command) {
 		if !req.IsOneway() {
 			resp := NewResponse(req, RequestCodeNotSupported, fmt.Sprintf(" request type %d not supported", req.Code))
 			resp.Language = LangGo
-			_ = cc.write(context.Background(), resp)
+			_ = cc.write(context.Background(), resp, false)
 		}
 		return
 	}
@@ -831,7 +846,7 @@ func (cc *clientConn) serve(req *Command) {
 	case cc.cl.sem <- struct{}{}:
 	default:
 		if !req.IsOneway() {
-			_ = cc.write(context.Background(), NewResponse(req, SystemBusy, "client busy"))
+			_ = cc.write(context.Background(), NewResponse(req, SystemBusy, "client busy"), false)
 		}
 		return
 	}
@@ -846,6 +861,6 @@ func (cc *clientConn) serve(req *Command) {
 		resp.Opaque = req.Opaque
 		resp.SerializeType = req.SerializeType
 		resp.MarkResponse()
-		_ = cc.write(context.Background(), resp)
+		_ = cc.write(context.Background(), resp, false)
 	}()
 }

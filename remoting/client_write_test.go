@@ -55,9 +55,9 @@ func TestClientWriteAfterBrokenConnection(t *testing.T) {
 	cl.mu.Unlock()
 	require.NotNil(t, cc)
 	_ = cc.nc.Close() // the peer is gone as far as writes go
-	err = cc.write(context.Background(), NewRequest(echoCode, nil, []byte("b")))
+	err = cc.write(context.Background(), NewRequest(echoCode, nil, []byte("b")), false)
 	require.Error(t, err)
-	err = cc.write(context.Background(), NewRequest(echoCode, nil, []byte("c")))
+	err = cc.write(context.Background(), NewRequest(echoCode, nil, []byte("c")), false)
 	assert.Error(t, err, "the first write error sticks")
 	require.Eventually(t, func() bool {
 		resp, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(echoCode, nil, []byte("d")))

@@ -62,6 +62,7 @@ func FuzzProcessSend(f *testing.F) {
 	f.Add(uint8(0), "F", "0", "0", "TAGS\x01a", []byte("body"))
 	f.Add(uint8(1), "F", "-1", "4", "", []byte{0, 0, 0, 22, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add(uint8(2), "%RETRY%g", "x", "8", "DELAY\x013", []byte{})
+	f.Add(uint8(0x81), "F", "1", "0", "UNIQ_KEY\x01u\x02TAGS\x01a\x02", []byte("raw"))
 	codes := []remoting.RequestCode{remoting.SendMessage, remoting.SendMessageV2, remoting.SendBatchMessage}
 	conn := &remoting.Conn{}
 	f.Fuzz(func(t *testing.T, which uint8, topic, queueID, sysFlag, props string, body []byte) {
@@ -78,7 +79,14 @@ func FuzzProcessSend(f *testing.F) {
 			ext = protocol.EncodeHeader(&v2, nil)
 			ext["e"], ext["f"] = queueID, sysFlag
 		}
-		resp, err := br.processSend(conn, remoting.NewRequest(code, ext, body))
+		req := remoting.NewRequest(code, ext, body)
+		if which&0x80 != 0 { // the fields as a binary header brings them
+			for k, v := range ext {
+				req.RawExt = remoting.AppendField(req.RawExt, k, v)
+			}
+			req.ExtFields = nil
+		}
+		resp, err := br.processSend(conn, req)
 		require.NoError(t, err)
 		require.NotNil(t, resp)
 		if resp.ResponseCode() == remoting.Success {

@@ -101,40 +101,47 @@ func TestSendRefusedByBrokerRoleAndPerm(t *testing.T) {
 	assert.Contains(t, resp.Remark, "brokerPermission")
 }
 
-// TestSendSingle checks the response headers and what is stored.
+// TestSendSingle checks the response headers and what is stored, with the
+// header in JSON (ExtFields) and in the binary encoding (RawExt, answered
+// on the event loop once the topic exists).
 func TestSendSingle(t *testing.T) {
 	baVerifyNoLeaks(t)
 	b := MustStartBroker(t, testBrokerConfig(t))
 	cl := baClient(t)
 	props := map[string]string{message.PropUniqKey: "C0A8000100002A9F0000000000000001", message.PropTags: "tagA", message.PropKeys: "k1 k2", message.PropWaitStoreMsgOK: "true"}
-	for i := range 3 {
-		resp := baInvoke(t, cl, b.Addr(), sendReq("SingleTopic", 1, []byte("hello"), props))
-		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
-		assert.Equal(t, "1", resp.FieldMap()["queueId"])
-		assert.Equal(t, strconv.Itoa(i), resp.FieldMap()["queueOffset"])
-		assert.Equal(t, props[message.PropUniqKey], resp.FieldMap()["transactionId"])
-		assert.Equal(t, "DefaultRegion", resp.FieldMap()["MSG_REGION"])
-		assert.Equal(t, "true", resp.FieldMap()["TRACE_ON"])
-		msgID := resp.FieldMap()["msgId"]
-		require.Len(t, msgID, 32)
-		host, off, err := message.ParseOffsetMsgID(msgID)
-		require.NoError(t, err)
-		assert.Equal(t, b.StoreHost(), host)
-		m, err := b.Store().LookMessageByOffset(off)
-		require.NoError(t, err)
-		assert.Equal(t, "SingleTopic", m.Topic)
-		assert.Equal(t, []byte("hello"), m.Body)
-		assert.Equal(t, int32(1), m.QueueID)
-		assert.Equal(t, "DefaultCluster", m.Properties[message.PropCluster])
-		for k, v := range props {
-			assert.Equal(t, v, m.Properties[k], k)
+	for _, st := range []remoting.SerializeType{remoting.JSONSerialize, remoting.RocketMQSerialize} {
+		topic := "Single" + st.String()
+		for i := range 3 {
+			req := sendReq(topic, 1, []byte("hello"), props)
+			req.SerializeType = st
+			resp := baInvoke(t, cl, b.Addr(), req)
+			require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+			assert.Equal(t, "1", resp.FieldMap()["queueId"])
+			assert.Equal(t, strconv.Itoa(i), resp.FieldMap()["queueOffset"])
+			assert.Equal(t, props[message.PropUniqKey], resp.FieldMap()["transactionId"])
+			assert.Equal(t, "DefaultRegion", resp.FieldMap()["MSG_REGION"])
+			assert.Equal(t, "true", resp.FieldMap()["TRACE_ON"])
+			msgID := resp.FieldMap()["msgId"]
+			require.Len(t, msgID, 32)
+			host, off, err := message.ParseOffsetMsgID(msgID)
+			require.NoError(t, err)
+			assert.Equal(t, b.StoreHost(), host)
+			m, err := b.Store().LookMessageByOffset(off)
+			require.NoError(t, err)
+			assert.Equal(t, topic, m.Topic)
+			assert.Equal(t, []byte("hello"), m.Body)
+			assert.Equal(t, int32(1), m.QueueID)
+			assert.Equal(t, "DefaultCluster", m.Properties[message.PropCluster])
+			for k, v := range props {
+				assert.Equal(t, v, m.Properties[k], k)
+			}
+			assert.Equal(t, b.StoreHost(), m.StoreHost)
 		}
-		assert.Equal(t, b.StoreHost(), m.StoreHost)
+		tc := b.Topics().Get(topic)
+		require.NotNil(t, tc, "auto-created")
+		assert.Equal(t, int32(4), tc.WriteQueueNums)
+		assert.Equal(t, protocol.PermRead|protocol.PermWrite, tc.Perm)
 	}
-	tc := b.Topics().Get("SingleTopic")
-	require.NotNil(t, tc, "auto-created")
-	assert.Equal(t, int32(4), tc.WriteQueueNums)
-	assert.Equal(t, protocol.PermRead|protocol.PermWrite, tc.Perm)
 }
 
 func TestSendV2AndRandomQueue(t *testing.T) {

@@ -34,7 +34,13 @@ func TestSyncFlushSendsAnsweredAfterFlushWithOneWorker(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			resps[i], errs[i] = cl.InvokeSync(ctx, b.Addr(), sendReq("SyncTopic", int32(i%4), []byte("durable"), nil))
+			req := sendReq("SyncTopic", int32(i%4), []byte("durable"), nil)
+			if i%2 == 1 {
+				// Binary headers are read in place on the event loop: the
+				// late answer must not lean on them.
+				req.SerializeType = remoting.RocketMQSerialize
+			}
+			resps[i], errs[i] = cl.InvokeSync(ctx, b.Addr(), req)
 		}()
 	}
 	wg.Wait()

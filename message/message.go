@@ -130,11 +130,9 @@ func (m *Message) Keys() string { return m.Properties[PropKeys] }
 func (m *Message) UniqKey() string { return m.Properties[PropUniqKey] }
 
 // DelayTimeLevel returns the DELAY property as a number, 0 when absent or not a number.
-func (m *Message) DelayTimeLevel() int {
-	v, ok := m.Properties[PropDelayTimeLevel]
-	if !ok {
-		return 0
-	}
+func (m *Message) DelayTimeLevel() int { return delayLevel(m.Properties[PropDelayTimeLevel]) }
+
+func delayLevel(v string) int {
 	n, err := strconv.Atoi(v)
 	if err != nil {
 		return 0
@@ -163,6 +161,41 @@ type MessageExt struct {
 	// send's string on this way (with its CLUSTER entry appended) instead of
 	// parsing it into a map and encoding the map again.
 	PropertiesString string
+}
+
+// A MessageExt's property accessors read either form. The setters turn a
+// PropertiesString into the map first, so nothing in it is lost.
+
+// Tags returns the TAGS property.
+func (m *MessageExt) Tags() string { return m.Property(PropTags) }
+
+// Keys returns the KEYS property (space-separated).
+func (m *MessageExt) Keys() string { return m.Property(PropKeys) }
+
+// UniqKey returns the client-generated message id (UNIQ_KEY), or "".
+func (m *MessageExt) UniqKey() string { return m.Property(PropUniqKey) }
+
+// DelayTimeLevel returns the DELAY property as a number, 0 when absent or not a number.
+func (m *MessageExt) DelayTimeLevel() int { return delayLevel(m.Property(PropDelayTimeLevel)) }
+
+// SetProperty sets key to value.
+func (m *MessageExt) SetProperty(key, value string) {
+	m.propertiesToMap()
+	m.Message.SetProperty(key, value)
+}
+
+// RemoveProperty deletes key.
+func (m *MessageExt) RemoveProperty(key string) {
+	m.propertiesToMap()
+	m.Message.RemoveProperty(key)
+}
+
+// propertiesToMap moves a PropertiesString into Properties.
+func (m *MessageExt) propertiesToMap() {
+	if m.Properties == nil && m.PropertiesString != "" {
+		m.Properties = ParseProperties(m.PropertiesString)
+		m.PropertiesString = ""
+	}
 }
 
 // Property returns the value of key, from Properties or, when that is nil,

@@ -294,6 +294,22 @@ func TestEncodeRecordFromPropertiesString(t *testing.T) {
 	assert.Equal(t, viaString.PropertiesString, string(r.Properties()), "stored as it came")
 	assert.Equal(t, "2", (&MessageExt{PropertiesString: "K\x011\x02K\x012"}).Property("K"), "the last one, as in a map")
 
+	// Every accessor reads the string; a setter keeps what it held.
+	m := &MessageExt{PropertiesString: "UNIQ_KEY\x01U1\x02TAGS\x01a\x02KEYS\x01k1 k2\x02DELAY\x013\x02CLUSTER\x01C"}
+	assert.Equal(t, "a", m.Tags())
+	assert.Equal(t, "k1 k2", m.Keys())
+	assert.Equal(t, "U1", m.UniqKey())
+	assert.Equal(t, "U1", m.MsgID())
+	assert.Equal(t, 3, m.DelayTimeLevel())
+	m.SetProperty("X", "1")
+	m.RemoveProperty(PropKeys)
+	assert.Equal(t, map[string]string{PropUniqKey: "U1", PropTags: "a", PropDelayTimeLevel: "3", PropCluster: "C", "X": "1"}, m.Properties)
+	assert.Empty(t, m.PropertiesString)
+	rec, err = EncodeRecord(nil, m)
+	require.NoError(t, err)
+	r, _ = ParseRecord(rec)
+	assert.Equal(t, m.Properties, UnmarshalProperties(r.Properties()))
+
 	long := &MessageExt{Message: Message{Topic: "T"}, PropertiesString: "K\x01" + strings.Repeat("v", MaxPropertiesLength)}
 	_, err = EncodeRecord(nil, long)
 	assert.ErrorIs(t, err, ErrPropertiesTooLong)

@@ -571,6 +571,8 @@ type clientConn struct {
 	wbuf     []byte     // frames not yet handed to the socket
 	spare    []byte     // the flusher's previous buffer, reused
 	flushing bool       // a writer is writing; others only queue
+	yielding bool       // the flusher yields before writing (async); a sync writer may take over
+	yieldGen uint64     // counts yields, so a yielder knows the flush is still its own
 	werr     error      // the write error that closed the connection
 	wdl      time.Time  // write deadline set on nc; only the flusher touches it
 
@@ -682,18 +684,33 @@ func (cc *clientConn) write(ctx context.Context, cmd *Command, coalesce bool) er
 		cc.wmu.Unlock()
 		return err
 	}
-	if cc.flushing {
+	switch {
+	case cc.flushing && cc.yielding && !coalesce:
+		// The flusher is letting async senders queue up; a caller
+		// waiting for its answer writes now instead of waiting for it.
+		cc.yielding = false
+	case cc.flushing:
 		cc.wmu.Unlock()
 		return nil
-	}
-	cc.flushing = true
-	if coalesce {
+	case coalesce:
 		// Let the goroutines that are ready to run queue their frames
 		// behind this one first: under async load one write then
 		// carries many sends instead of one each.
+		cc.flushing, cc.yielding = true, true
+		cc.yieldGen++
+		gen := cc.yieldGen
 		cc.wmu.Unlock()
-		runtime.Gosched()
+		yieldToSenders()
 		cc.wmu.Lock()
+		if !cc.yielding || cc.yieldGen != gen {
+			// A sync writer took the flush over, frames and all (and
+			// perhaps finished, and another flush began since).
+			cc.wmu.Unlock()
+			return nil
+		}
+		cc.yielding = false
+	default:
+		cc.flushing = true
 	}
 	for len(cc.wbuf) > 0 {
 		buf := cc.wbuf
@@ -722,6 +739,10 @@ func (cc *clientConn) write(ctx context.Context, cmd *Command, coalesce bool) er
 	cc.wmu.Unlock()
 	return nil
 }
+
+// yieldToSenders is where an async flusher lets ready goroutines run
+// (tests replace it to hold the flusher there).
+var yieldToSenders = runtime.Gosched
 
 // setWriteDeadline bounds the next write by timeout. Moving a socket deadline
 // re-arms a runtime timer, so one already set slightly earlier than asked
@@ -793,7 +814,7 @@ func (cc *clientConn) readLoop() {
 			rdl = now.Add(idle)
 			_ = cc.nc.SetReadDeadline(rdl)
 		}
-		cmd, err := readCommand(r, isResponse)
+		cmd, err := readCommand(r, cc.wantsRaw)
 		if err != nil {
 			cc.close(err)
 			cc.failPending()
@@ -807,6 +828,19 @@ func (cc *clientConn) readLoop() {
 	}
 }
 
+// wantsRaw is the read loop's keepRaw: an answer keeps its binary fields
+// in RawExt when its call was sent with RawExt; others decode straight into
+// ExtFields, as before.
+func (cc *clientConn) wantsRaw(cmd *Command) bool {
+	if !cmd.IsResponse() {
+		return false
+	}
+	cc.mu.Lock()
+	c := cc.pending[cmd.Opaque]
+	cc.mu.Unlock()
+	return c != nil && c.raw
+}
+
 func (cc *clientConn) complete(resp *Command) {
 	cc.mu.Lock()
 	c, ok := cc.pending[resp.Opaque]
@@ -816,7 +850,8 @@ func (cc *clientConn) complete(resp *Command) {
 		return // timed out already, or an answer to a oneway request
 	}
 	if resp.RawExt != nil && !c.raw {
-		// A caller that built its request with a map reads the answer's.
+		// Not the call wantsRaw saw (only if opaques wrapped around in
+		// between): a caller that built its request with a map reads a map.
 		resp.ExtFields, resp.RawExt = resp.FieldMap(), nil
 	}
 	if c.cb == nil {

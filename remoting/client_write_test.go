@@ -3,6 +3,7 @@ package remoting
 import (
 	"context"
 	"encoding/binary"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -63,4 +64,47 @@ func TestClientWriteAfterBrokenConnection(t *testing.T) {
 		resp, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(echoCode, nil, []byte("d")))
 		return err == nil && string(resp.Body) == "d"
 	}, 5*time.Second, 20*time.Millisecond)
+}
+
+// A sync caller that finds an async flusher yielding (letting other senders
+// queue) writes at once, the async frames included, instead of waiting for
+// the flusher to be scheduled again; the flusher then leaves it alone.
+func TestClientSyncWriterTakesOverYieldingFlush(t *testing.T) {
+	s := MustStartServer(t, ServerConfig{}, nil)
+	cl := MustNewClient(t, ClientConfig{})
+	_, err := cl.InvokeSync(context.Background(), s.Addr(), NewRequest(echoCode, nil, nil)) // dial
+	require.NoError(t, err)
+
+	yielding, resume := make(chan struct{}), make(chan struct{})
+	yieldToSenders = func() {
+		close(yielding)
+		<-resume
+	}
+	defer func() { yieldToSenders = runtime.Gosched }()
+
+	asyncDone := make(chan *Command, 1)
+	var sender sync.WaitGroup
+	sender.Add(1)
+	go func() {
+		defer sender.Done()
+		err := cl.InvokeAsync(context.Background(), s.Addr(), NewRequest(echoCode, nil, []byte("async")), 5*time.Second,
+			func(resp *Command, err error) {
+				assert.NoError(t, err)
+				asyncDone <- resp
+			})
+		assert.NoError(t, err)
+	}()
+	<-yielding // the async flusher holds its frame and waits
+	resp := invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, []byte("sync")))
+	assert.Equal(t, []byte("sync"), resp.Body, "answered while the async flusher still yields")
+	select {
+	case resp := <-asyncDone:
+		assert.Equal(t, []byte("async"), resp.Body, "the taker wrote the async frame too")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the async frame was not written by the sync writer")
+	}
+	close(resume)
+	sender.Wait() // the yielder found the flush taken and left
+	resp = invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, []byte("after")))
+	assert.Equal(t, []byte("after"), resp.Body)
 }

@@ -110,11 +110,6 @@ func decodeFrame(frame []byte, copyBody bool, keepRaw func(*Command) bool) (*Com
 // reader's buffer would move what is buffered first.
 func ReadCommand(r io.Reader) (*Command, error) { return readCommand(r, nil) }
 
-// isResponse is the keepRaw of a client's read loop: the fields of binary
-// answers stay in RawExt until the call they answer is known
-// (clientConn.complete).
-func isResponse(cmd *Command) bool { return cmd.IsResponse() }
-
 // readCommand is ReadCommand, keeping the binary header fields of the
 // commands keepRaw accepts in RawExt.
 func readCommand(r io.Reader, keepRaw func(*Command) bool) (*Command, error) {

@@ -115,8 +115,8 @@ func (c *Command) FieldMap() map[string]string {
 	for k, v := range c.ExtFields {
 		m[k] = v
 	}
-	for k, v := range Fields(c.RawExt) {
-		m[string(k)] = string(v)
+	for k, v := range StringFields(string(c.RawExt)) { // one copy for all
+		m[k] = v
 	}
 	return m
 }

@@ -251,13 +251,20 @@ func (cl *Client) Close() error {
 	return nil
 }
 
+// nextOpaque returns a fresh request id: an even one (never 0), so that
+// register can mark the calls whose answers stay raw with the low bit.
 func (cl *Client) nextOpaque() int32 {
 	for {
-		if op := cl.opaque.Add(1); op != 0 {
+		if op := cl.opaque.Add(2); op != 0 {
 			return op
 		}
 	}
 }
+
+// rawOpaque marks the opaque of a call sent with RawExt: its binary answer
+// keeps its fields in RawExt. The read loop tells from the answer's opaque
+// alone, before decoding the fields and without a lookup.
+const rawOpaque int32 = 1
 
 // monotonic is the time since the client was made, immune to clock steps.
 func (cl *Client) monotonic() int64 { return int64(time.Since(cl.epoch)) }
@@ -590,6 +597,9 @@ func (cc *clientConn) isClosed() bool {
 // register reserves an opaque for c; 0 means the connection is closed.
 func (cc *clientConn) register(c *call) int32 {
 	op := cc.cl.nextOpaque()
+	if c.raw {
+		op |= rawOpaque
+	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.closed {
@@ -814,7 +824,7 @@ func (cc *clientConn) readLoop() {
 			rdl = now.Add(idle)
 			_ = cc.nc.SetReadDeadline(rdl)
 		}
-		cmd, err := readCommand(r, cc.wantsRaw)
+		cmd, err := readCommand(r, wantsRaw)
 		if err != nil {
 			cc.close(err)
 			cc.failPending()
@@ -829,17 +839,9 @@ func (cc *clientConn) readLoop() {
 }
 
 // wantsRaw is the read loop's keepRaw: an answer keeps its binary fields
-// in RawExt when its call was sent with RawExt; others decode straight into
-// ExtFields, as before.
-func (cc *clientConn) wantsRaw(cmd *Command) bool {
-	if !cmd.IsResponse() {
-		return false
-	}
-	cc.mu.Lock()
-	c := cc.pending[cmd.Opaque]
-	cc.mu.Unlock()
-	return c != nil && c.raw
-}
+// in RawExt when its call was sent with RawExt (its opaque says so, see
+// rawOpaque); others decode straight into ExtFields, as before.
+func wantsRaw(cmd *Command) bool { return cmd.IsResponse() && cmd.Opaque&rawOpaque != 0 }
 
 func (cc *clientConn) complete(resp *Command) {
 	cc.mu.Lock()
@@ -850,8 +852,8 @@ func (cc *clientConn) complete(resp *Command) {
 		return // timed out already, or an answer to a oneway request
 	}
 	if resp.RawExt != nil && !c.raw {
-		// Not the call wantsRaw saw (only if opaques wrapped around in
-		// between): a caller that built its request with a map reads a map.
+		// Not expected (the opaque carries the mark), but a caller that
+		// built its request with a map must never see RawExt.
 		resp.ExtFields, resp.RawExt = resp.FieldMap(), nil
 	}
 	if c.cb == nil {

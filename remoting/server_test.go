@@ -460,19 +460,9 @@ func TestInlineFallbackOwnsBody(t *testing.T) {
 			return echo(c, req)
 		})
 	})
-	conn := rawConn(t, s.Addr())
-	r := bufio.NewReader(conn)
+	send, read := frameConn(t, s.Addr())
 	write := func(code RequestCode, opaque int32, body []byte) {
-		frame, err := EncodeFrame(&Command{Code: int32(code), Opaque: opaque, Body: body})
-		require.NoError(t, err)
-		_, err = conn.Write(frame)
-		require.NoError(t, err)
-	}
-	read := func() *Command {
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := ReadCommand(r)
-		require.NoError(t, err)
-		return resp
+		send(&Command{Code: int32(code), Opaque: opaque, Body: body})
 	}
 	want := bytes.Repeat([]byte("A"), 512)
 	write(deferred, 1, want)
@@ -548,19 +538,9 @@ func TestReadRawFields(t *testing.T) {
 	})
 	assert.Panics(t, func() { s.ReadRawFields(RequestCode(4242)) }, "a code must be routed first")
 
-	conn := rawConn(t, s.Addr())
-	r := bufio.NewReader(conn)
+	send, read := frameConn(t, s.Addr())
 	write := func(code RequestCode, st SerializeType, opaque int32, ext map[string]string) {
-		frame, err := EncodeFrame(&Command{Code: int32(code), Opaque: opaque, ExtFields: ext, SerializeType: st})
-		require.NoError(t, err)
-		_, err = conn.Write(frame)
-		require.NoError(t, err)
-	}
-	read := func() *Command {
-		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := ReadCommand(r)
-		require.NoError(t, err)
-		return resp
+		send(&Command{Code: int32(code), Opaque: opaque, ExtFields: ext, SerializeType: st})
 	}
 	fields := map[string]string{"a": "group", "b": "topic", "i": strings.Repeat("p", 300)}
 	write(inlineRaw, RocketMQSerialize, 1, fields)
@@ -582,4 +562,24 @@ func TestReadRawFields(t *testing.T) {
 	assert.Equal(t, int32(3), resp.Opaque)
 	assert.Equal(t, want, resp.ExtFields)
 	assert.Equal(t, seen{raw: true, m: want}, <-got)
+}
+
+// frameConn dials addr on a plain socket: send writes one command's frame,
+// read returns the next frame the server writes (within 5 s).
+func frameConn(t *testing.T, addr string) (send func(*Command), read func() *Command) {
+	conn := rawConn(t, addr)
+	r := bufio.NewReader(conn)
+	send = func(cmd *Command) {
+		frame, err := EncodeFrame(cmd)
+		require.NoError(t, err)
+		_, err = conn.Write(frame)
+		require.NoError(t, err)
+	}
+	read = func() *Command {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		return resp
+	}
+	return send, read
 }

@@ -90,19 +90,6 @@ func checkFields(raw []byte) (n int, err error) {
 	return n, nil
 }
 
-// Field returns the value of a header field, from ExtFields or RawExt.
-func (c *Command) Field(key string) (string, bool) {
-	if v, ok := c.ExtFields[key]; ok {
-		return v, true
-	}
-	for k, v := range Fields(c.RawExt) {
-		if string(k) == key {
-			return string(v), true
-		}
-	}
-	return "", false
-}
-
 // FieldMap returns every header field in one map: ExtFields and RawExt
 // together (a new map when RawExt has any). For code off the hot path that
 // wants a map whatever the request carried.

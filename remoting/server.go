@@ -137,7 +137,7 @@ func (s *Server) HandleInline(code RequestCode, pool *Pool, inline, fn Processor
 // ReadRawFields makes the processors of code read a binary header's fields
 // from req.RawExt: such requests are decoded without building ExtFields.
 // JSON headers still arrive in ExtFields, so the processors must read both
-// (Command.Field does). Call it after routing code.
+// (Command.FieldMap does, off the hot path). Call it after routing code.
 func (s *Server) ReadRawFields(code RequestCode) {
 	r, ok := s.routes[code]
 	if !ok {

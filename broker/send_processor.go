@@ -68,8 +68,8 @@ var (
 	sendKeysV2 = sendKeys{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
 )
 
-// index returns the field key names, or -1 for a field the send path does
-// not read (the Java client adds others, such as batch and bname).
+// index returns the field that key names, or -1 for a field the send path
+// does not read (the Java client adds others, such as batch and bname).
 func (k *sendKeys) index(key string) int {
 	if k == &sendKeysV2 {
 		if len(key) == 1 && key[0] >= 'a' && key[0] < 'a'+sfCount {

@@ -188,9 +188,20 @@ func (b *consumerBase) heartbeatData() *protocol.HeartbeatData {
 	}
 }
 
+// start is startBase, undone (loops stopped, core shut down) when it fails:
+// a consumer that did not start holds nothing.
+func (b *consumerBase) start() error {
+	if err := b.startBase(); err != nil {
+		b.stopBase()
+		b.c.shutdown()
+		return err
+	}
+	return nil
+}
+
 // startBase reads the routes of the subscribed topics, heartbeats, does a
 // first rebalance and starts the rebalance and persist loops.
-func (b *consumerBase) startBase(requireRoutes bool) error {
+func (b *consumerBase) startBase() error {
 	if err := b.c.start(); err != nil {
 		return err
 	}
@@ -209,7 +220,7 @@ func (b *consumerBase) startBase(requireRoutes bool) error {
 		if strings.HasPrefix(t, retryPrefix) {
 			continue // created by the broker on our first heartbeat, below
 		}
-		if err := b.awaitRoute(ctx, t); err != nil && requireRoutes {
+		if err := b.awaitRoute(ctx, t); err != nil {
 			return fmt.Errorf("client: subscribe %s: %w", t, err)
 		}
 	}

@@ -114,9 +114,7 @@ func (pc *PullConsumer) Start() error {
 		return ErrAlreadyStarted
 	}
 	pc.started = true
-	if err := pc.b.startBase(true); err != nil {
-		pc.b.stopBase()
-		pc.b.c.shutdown()
+	if err := pc.b.start(); err != nil {
 		pc.shutdown = true
 		return err
 	}

@@ -105,9 +105,7 @@ func (pc *PushConsumer) Start() error {
 		return fmt.Errorf("%w: no subscription", ErrBadSubscription)
 	}
 	pc.started = true
-	if err := pc.b.startBase(true); err != nil {
-		pc.b.stopBase()
-		pc.b.c.shutdown()
+	if err := pc.b.start(); err != nil {
 		pc.shutdown = true
 		return err
 	}

@@ -257,8 +257,15 @@ func (b *consumerBase) awaitRoute(ctx context.Context, topic string) error {
 
 // stopBase stops every queue and loop, then stores the offsets and releases
 // the queue locks. The core is shut down by the caller afterwards.
+//
+// Cancelling the context stops every loop; the queues are dropped only after
+// the handlers still running have returned, because an ack on a dropped
+// queue does not move its offset (the queue may be another member's by
+// then). The queues are still ours until unregister, so those acks count and
+// the next owner does not consume the same messages again.
 func (b *consumerBase) stopBase() {
 	b.cancel()
+	b.wg.Wait()
 	b.mu.Lock()
 	pqs := make([]*processQueue, 0, len(b.pqs))
 	for _, pq := range b.pqs {
@@ -266,7 +273,6 @@ func (b *consumerBase) stopBase() {
 		pqs = append(pqs, pq)
 	}
 	b.mu.Unlock()
-	b.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	mqs := make([]MessageQueue, 0, len(pqs))

@@ -231,6 +231,46 @@ func TestPushConsumerRebalanceOnJoinAndLeave(t *testing.T) {
 	assert.Len(t, all, 48, "no duplicates when a member leaves cleanly")
 }
 
+// A handler still running when Shutdown starts finishes, and its messages'
+// offset reaches the broker before the member leaves: the next owner of the
+// queue must not consume them again.
+func TestPushConsumerShutdownCommitsHandlersInFlight(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 1)
+	p := MustStartProducer(t, WithNameServer(ns.Addr()))
+	sendN(t, p, "T", 1, nil)
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	pc, err := NewPushConsumer(append(fastOptions(ns.Addr()), WithGroupName("cg"), WithConsumeFromWhere(ConsumeFromFirstOffset),
+		WithPersistInterval(time.Hour))...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe("T", MessageSelector{}, func(context.Context, ...*MessageExt) (ConsumeResult, error) {
+		close(entered)
+		<-release
+		return ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message was not delivered")
+	}
+	done := make(chan error, 1)
+	go func() { done <- pc.Shutdown() }()
+	require.Eventually(t, func() bool { return pc.b.ctx.Err() != nil }, 5*time.Second, time.Millisecond, "shutdown started")
+	close(release)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+	off, ok := fb.storedOffset("cg", "T", 0)
+	assert.True(t, ok, "the offset was stored")
+	assert.Equal(t, int64(1), off, "the message consumed during shutdown is committed")
+}
+
 func TestPushConsumerBroadcasting(t *testing.T) {
 	ns := MustStartNameServer(t)
 	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -190,6 +191,9 @@ func AppendFrameWith(dst []byte, c *Command, bodyLen int, appendBody func([]byte
 	if total > MaxFrameSize-4 {
 		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)
 	}
+	// One growth at most for the whole body, rather than one per record
+	// the writer appends.
+	dst = slices.Grow(dst, bodyLen)
 	before := len(dst)
 	dst = appendBody(dst)
 	if len(dst)-before != bodyLen {

@@ -40,9 +40,15 @@ type Conn struct {
 // Write sends frames with bodies larger than coalesceMaxBody from a buffer
 // of their own rather than copying them into the queue; ReplyWith queues
 // any size (its body is copied once, into the queue).
+//
+// The event loop flushes early, in the middle of a turn, once flushAtBytes
+// are queued: many pull answers decoded in one turn (each tens of KiB) would
+// otherwise pile up past maxSpareConnBuf, and a buffer that large is dropped
+// after its write and grown again from nothing on the next turn.
 const (
 	coalesceMaxBody = 16 << 10
 	maxSpareConnBuf = 256 << 10
+	flushAtBytes    = 128 << 10
 )
 
 // ID is unique among the server's connections for its lifetime.
@@ -120,6 +126,19 @@ func (c *Conn) holdFlush() {
 	c.wmu.Lock()
 	c.wakeSent = true
 	c.wmu.Unlock()
+}
+
+// flushIfLarge writes the queued frames now if they reached flushAtBytes.
+// Like flushQueued, it runs on the event loop in OnTraffic, which still
+// flushes when it returns.
+func (c *Conn) flushIfLarge(gc gnet.Conn) {
+	c.wmu.Lock()
+	large := len(c.wbuf) >= flushAtBytes
+	c.wmu.Unlock()
+	if large {
+		c.flushQueued(gc)
+		c.holdFlush()
+	}
 }
 
 // flushQueued writes the queued frames. It runs on the connection's event

@@ -386,6 +386,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		s.dispatch(c, cmd)
 		_, _ = gc.Discard(4 + n)
+		c.flushIfLarge(gc)
 	}
 	if gc.InboundBuffered() > 0 {
 		_ = gc.Wake(nil)

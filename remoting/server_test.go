@@ -583,3 +583,51 @@ func frameConn(t *testing.T, addr string) (send func(*Command), read func() *Com
 	}
 	return send, read
 }
+
+// Pull answers decoded in one turn are written in parts once they pass
+// flushAtBytes, so the connection's write buffer stays small enough to be
+// kept and reused instead of being grown from nothing on every turn.
+func TestInlineLargeAnswersFlushEarly(t *testing.T) {
+	const bigPull RequestCode = 9106
+	const n, size = 16, 40 << 10
+	s := MustStartServer(t, ServerConfig{MaxFramesPerWake: 64}, func(s *Server) {
+		pool := s.NewPool("p", 1, 4)
+		answer := func(c *Conn, req *Command) (*Command, error) {
+			fill := byte(req.Opaque)
+			err := c.ReplyWith(req, NewResponse(req, Success, ""), size, func(b []byte) []byte {
+				for range size {
+					b = append(b, fill)
+				}
+				return b
+			})
+			return nil, err
+		}
+		s.HandleInline(bigPull, pool, answer, answer)
+	})
+	conn := rawConn(t, s.Addr())
+	var batch []byte
+	for i := range n {
+		var err error
+		batch, err = AppendFrame(batch, &Command{Code: int32(bigPull), Opaque: int32(i + 1)})
+		require.NoError(t, err)
+	}
+	_, err := conn.Write(batch)
+	require.NoError(t, err)
+	r := bufio.NewReader(conn)
+	for i := range n {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := ReadCommand(r)
+		require.NoError(t, err)
+		require.Equal(t, int32(i+1), resp.Opaque, "answers keep their order")
+		require.Len(t, resp.Body, size)
+		require.Equal(t, bytes.Repeat([]byte{byte(i + 1)}, size), resp.Body)
+	}
+	var sc *Conn
+	s.conns.Range(func(_, v any) bool { sc = v.(*Conn); return false })
+	require.NotNil(t, sc)
+	sc.wmu.Lock()
+	kept := max(cap(sc.wbuf), cap(sc.wspare))
+	sc.wmu.Unlock()
+	assert.NotZero(t, kept, "a write buffer is kept for the next turn")
+	assert.LessOrEqual(t, kept, maxSpareConnBuf)
+}

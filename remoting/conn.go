@@ -130,25 +130,33 @@ func (c *Conn) holdFlush() {
 
 // flushIfLarge writes the queued frames now if they reached flushAtBytes.
 // Like flushQueued, it runs on the event loop in OnTraffic, which still
-// flushes when it returns.
-func (c *Conn) flushIfLarge(gc gnet.Conn) {
+// flushes when it returns. It reports whether the connection is still open:
+// a failed write closes it at once, and its buffers with it.
+func (c *Conn) flushIfLarge(gc gnet.Conn) bool {
 	c.wmu.Lock()
 	large := len(c.wbuf) >= flushAtBytes
 	c.wmu.Unlock()
-	if large {
-		c.flushQueued(gc)
-		c.holdFlush()
+	if !large {
+		return true
 	}
+	c.flushQueued(gc)
+	c.holdFlush()
+	return !c.Closed()
 }
 
 // flushQueued writes the queued frames. It runs on the connection's event
 // loop (OnTraffic), where gnet's Write is synchronous: it writes what the
 // socket takes and copies the rest into the outbound buffer, so buf can be
 // reused as soon as it returns.
+//
+// Nothing is written once the connection has closed: gnet has released it
+// (and its descriptor may already belong to a new connection).
 func (c *Conn) flushQueued(gc gnet.Conn) {
+	closed := c.Closed()
 	c.wmu.Lock()
 	buf := c.wbuf
-	if len(buf) == 0 {
+	if len(buf) == 0 || closed {
+		c.wbuf = buf[:0]
 		c.wakeSent = false
 		c.wmu.Unlock()
 		return

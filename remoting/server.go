@@ -386,7 +386,9 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		s.dispatch(c, cmd)
 		_, _ = gc.Discard(4 + n)
-		c.flushIfLarge(gc)
+		if !c.flushIfLarge(gc) {
+			return gnet.None
+		}
 	}
 	if gc.InboundBuffered() > 0 {
 		_ = gc.Wake(nil)

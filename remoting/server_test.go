@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/gnet/v2"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -630,4 +631,37 @@ func TestInlineLargeAnswersFlushEarly(t *testing.T) {
 	sc.wmu.Unlock()
 	assert.NotZero(t, kept, "a write buffer is kept for the next turn")
 	assert.LessOrEqual(t, kept, maxSpareConnBuf)
+}
+
+// writeCounter is a gnet.Conn that only counts writes (nothing else of it is
+// called by flushQueued).
+type writeCounter struct {
+	gnet.Conn
+	writes int
+}
+
+func (w *writeCounter) Write(b []byte) (int, error) { w.writes++; return len(b), nil }
+
+// A write that fails in the middle of a turn closes the connection at once;
+// what the turn queues after that must not be written, since gnet has
+// released the connection and its descriptor may be reused.
+func TestFlushQueuedSkipsClosedConnection(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		gc := &writeCounter{}
+		c := &Conn{gc: gc, pending: map[int32]chan *Command{}}
+		c.holdFlush() // as OnTraffic does: no Wake needed
+		require.NoError(t, c.queue(&Command{Code: 1, Body: make([]byte, flushAtBytes)}))
+		if closed {
+			c.markClosed()
+		}
+		assert.Equal(t, !closed, c.flushIfLarge(gc), "closed=%v", closed)
+		want := 1
+		if closed {
+			want = 0
+		}
+		assert.Equal(t, want, gc.writes, "closed=%v", closed)
+		c.flushQueued(gc)
+		assert.Equal(t, want, gc.writes, "nothing left to write (closed=%v)", closed)
+		assert.Empty(t, c.wbuf)
+	}
 }

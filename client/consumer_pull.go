@@ -19,6 +19,9 @@ import (
 type PullConsumer struct {
 	b      *consumerBase
 	notify chan struct{}
+	// closing is closed when Shutdown begins: a Poll waiting for messages
+	// holds pollMu, which Shutdown needs for its last commit.
+	closing chan struct{}
 
 	pollMu sync.Mutex // serialises Poll, Commit and Seek
 	next   int        // round-robin start among queues
@@ -45,7 +48,7 @@ func NewPullConsumer(opts ...Option) (*PullConsumer, error) {
 		return nil, err
 	}
 	o.orderly = false
-	pc := &PullConsumer{notify: make(chan struct{}, 1)}
+	pc := &PullConsumer{notify: make(chan struct{}, 1), closing: make(chan struct{})}
 	pc.b = newConsumerBase(newCore(o, "pull-consumer"), protocol.ConsumeActively)
 	pc.b.deliver = func(*processQueue, []*MessageExt) {
 		select {
@@ -130,6 +133,7 @@ func (pc *PullConsumer) Shutdown() error {
 		return nil
 	}
 	pc.shutdown = true
+	close(pc.closing)
 	if pc.started && pc.b.c.o.autoCommit {
 		pc.pollMu.Lock()
 		pc.commitLocked()
@@ -162,6 +166,12 @@ func (pc *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 		pc.commitLocked()
 	}
 	for {
+		select {
+		case <-pc.closing:
+			// Shutdown's commit would not cover messages returned now.
+			return nil, ErrNotStarted
+		default:
+		}
 		pqs := pc.activeQueues()
 		for i := range pqs {
 			pq := pqs[(pc.next+i)%len(pqs)]
@@ -175,6 +185,8 @@ func (pc *PullConsumer) Poll(ctx context.Context) ([]*MessageExt, error) {
 		case <-pc.notify:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-pc.closing:
+			return nil, ErrNotStarted
 		case <-pc.b.ctx.Done():
 			return nil, ErrNotStarted
 		}

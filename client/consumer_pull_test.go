@@ -144,3 +144,37 @@ func TestPullConsumerSubscribeAutoCommit(t *testing.T) {
 		return true
 	}, 5*time.Second, 20*time.Millisecond)
 }
+
+// Shutdown does not wait for a Poll that is waiting for messages (it holds
+// the poll lock Shutdown's last commit needs); the Poll ends with an error.
+func TestPullConsumerShutdownEndsWaitingPoll(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 1)
+	pc, err := NewPullConsumer(append(fastOptions(ns.Addr()), WithGroupName("pg"))...)
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe("T", MessageSelector{}))
+	require.NoError(t, pc.Start())
+	polled := make(chan error, 1)
+	go func() {
+		_, err := pc.Poll(context.Background())
+		polled <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let Poll take the lock and wait
+	done := make(chan error, 1)
+	go func() { done <- pc.Shutdown() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown waited for an idle Poll")
+	}
+	select {
+	case err := <-polled:
+		assert.ErrorIs(t, err, ErrNotStarted)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Poll did not return after Shutdown")
+	}
+	_, err = pc.Poll(context.Background())
+	assert.ErrorIs(t, err, ErrNotStarted, "Poll after Shutdown")
+}

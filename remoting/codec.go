@@ -187,6 +187,9 @@ func AppendFrameWith(dst []byte, c *Command, bodyLen int, appendBody func([]byte
 	if hlen > 0xFFFFFF {
 		return dst[:start], fmt.Errorf("%w: header of %d bytes", ErrFrameTooLarge, hlen)
 	}
+	if bodyLen < 0 {
+		return dst[:start], fmt.Errorf("remoting: body of %d bytes", bodyLen)
+	}
 	total := 4 + hlen + bodyLen
 	if total > MaxFrameSize-4 {
 		return dst[:start], fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, total)

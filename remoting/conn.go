@@ -35,6 +35,9 @@ type Conn struct {
 	wbuf     []byte
 	wspare   []byte
 	wakeSent bool // a Wake is on its way to the loop; it will flush wbuf
+	// wlen is len(wbuf), for the loop's check after each frame without
+	// waiting for wmu behind a worker copying a large body.
+	wlen atomic.Int64
 }
 
 // Write sends frames with bodies larger than coalesceMaxBody from a buffer
@@ -98,25 +101,31 @@ func (c *Conn) queue(cmd *Command) error {
 // pending, asks the event loop to flush (OnTraffic calls flushQueued). On an
 // error wbuf is left as it was.
 func (c *Conn) queueFrame(appendFrame func([]byte) ([]byte, error)) error {
-	c.wmu.Lock()
-	start := len(c.wbuf)
-	buf, err := appendFrame(c.wbuf)
-	if err != nil {
-		c.wbuf = c.wbuf[:start]
-		c.wmu.Unlock()
+	wake, err := c.appendQueued(appendFrame)
+	if err != nil || !wake {
 		return err
-	}
-	c.wbuf = buf
-	wake := !c.wakeSent
-	c.wakeSent = true
-	c.wmu.Unlock()
-	if !wake {
-		return nil
 	}
 	if err := c.gc.Wake(nil); err != nil {
 		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
 	}
 	return nil
+}
+
+// appendQueued is queueFrame's part under wmu; it reports whether the caller
+// must wake the loop. The lock is released even if appendFrame panics (a
+// processor's body writer): the event loop takes it on every turn.
+func (c *Conn) appendQueued(appendFrame func([]byte) ([]byte, error)) (wake bool, err error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	buf, err := appendFrame(c.wbuf)
+	if err != nil {
+		return false, err // c.wbuf is as it was
+	}
+	c.wbuf = buf
+	c.wlen.Store(int64(len(buf)))
+	wake = !c.wakeSent
+	c.wakeSent = true
+	return wake, nil
 }
 
 // holdFlush marks a flush as coming: the event loop is in OnTraffic for this
@@ -133,10 +142,7 @@ func (c *Conn) holdFlush() {
 // flushes when it returns. It reports whether the connection is still open:
 // a failed write closes it at once, and its buffers with it.
 func (c *Conn) flushIfLarge(gc gnet.Conn) bool {
-	c.wmu.Lock()
-	large := len(c.wbuf) >= flushAtBytes
-	c.wmu.Unlock()
-	if !large {
+	if c.wlen.Load() < flushAtBytes {
 		return true
 	}
 	c.flushQueued(gc)
@@ -155,14 +161,21 @@ func (c *Conn) flushQueued(gc gnet.Conn) {
 	closed := c.Closed()
 	c.wmu.Lock()
 	buf := c.wbuf
-	if len(buf) == 0 || closed {
-		c.wbuf = buf[:0]
+	if closed {
+		c.wbuf, c.wspare = nil, nil
+		c.wlen.Store(0)
+		c.wakeSent = false
+		c.wmu.Unlock()
+		return
+	}
+	if len(buf) == 0 {
 		c.wakeSent = false
 		c.wmu.Unlock()
 		return
 	}
 	c.wbuf = c.wspare[:0]
 	c.wspare = nil
+	c.wlen.Store(0)
 	// Cleared together with taking the buffer: a frame queued from now on
 	// sends its own wake-up.
 	c.wakeSent = false

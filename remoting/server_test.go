@@ -634,34 +634,66 @@ func TestInlineLargeAnswersFlushEarly(t *testing.T) {
 }
 
 // writeCounter is a gnet.Conn that only counts writes (nothing else of it is
-// called by flushQueued).
+// called by flushQueued); with fail set, a write fails and closes the
+// connection the way gnet does: OnClose runs before Write returns.
 type writeCounter struct {
 	gnet.Conn
+	c      *Conn
+	fail   bool
 	writes int
 }
 
-func (w *writeCounter) Write(b []byte) (int, error) { w.writes++; return len(b), nil }
+func (w *writeCounter) Write(b []byte) (int, error) {
+	w.writes++
+	if w.fail {
+		w.c.markClosed()
+		return 0, errors.New("connection reset by peer")
+	}
+	return len(b), nil
+}
 
 // A write that fails in the middle of a turn closes the connection at once;
 // what the turn queues after that must not be written, since gnet has
 // released the connection and its descriptor may be reused.
 func TestFlushQueuedSkipsClosedConnection(t *testing.T) {
-	for _, closed := range []bool{false, true} {
-		gc := &writeCounter{}
+	big := &Command{Code: 1, Body: make([]byte, flushAtBytes)}
+	for _, fail := range []bool{false, true} {
+		gc := &writeCounter{fail: fail}
 		c := &Conn{gc: gc, pending: map[int32]chan *Command{}}
+		gc.c = c
 		c.holdFlush() // as OnTraffic does: no Wake needed
-		require.NoError(t, c.queue(&Command{Code: 1, Body: make([]byte, flushAtBytes)}))
-		if closed {
-			c.markClosed()
+		require.NoError(t, c.queue(big))
+		assert.Equal(t, !fail, c.flushIfLarge(gc), "fail=%v: open after the early flush", fail)
+		assert.Equal(t, 1, gc.writes, "fail=%v", fail)
+		if fail {
+			// A later frame of the same turn, then the turn's own flush.
+			require.NoError(t, c.queue(&Command{Code: 2}))
 		}
-		assert.Equal(t, !closed, c.flushIfLarge(gc), "closed=%v", closed)
-		want := 1
-		if closed {
-			want = 0
-		}
-		assert.Equal(t, want, gc.writes, "closed=%v", closed)
 		c.flushQueued(gc)
-		assert.Equal(t, want, gc.writes, "nothing left to write (closed=%v)", closed)
+		assert.Equal(t, 1, gc.writes, "fail=%v: nothing more is written", fail)
 		assert.Empty(t, c.wbuf)
 	}
+}
+
+// A body writer that panics (a processor bug) must not leave the write lock
+// held: the event loop takes it on every turn of the connection.
+func TestQueueFrameReleasesLockOnPanic(t *testing.T) {
+	c := &Conn{gc: &writeCounter{}, pending: map[int32]chan *Command{}}
+	c.holdFlush()
+	func() {
+		defer func() { assert.NotNil(t, recover()) }()
+		_ = c.ReplyWith(&Command{Code: 1}, &Command{}, 4, func([]byte) []byte { panic("body writer bug") })
+	}()
+	locked := make(chan struct{})
+	go func() {
+		c.holdFlush()
+		close(locked)
+	}()
+	select {
+	case <-locked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the write lock is still held after the panic")
+	}
+	_, err := AppendFrameWith(nil, &Command{}, -1, func(b []byte) []byte { return b })
+	assert.Error(t, err, "a negative body length is an error, not a panic")
 }

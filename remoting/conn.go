@@ -23,9 +23,9 @@ type Conn struct {
 	local    string
 	lastRead atomic.Int64
 
-	mu      sync.Mutex // guards pending and closed
+	mu      sync.Mutex // guards pending, and changes of closed
 	pending map[int32]chan *Command
-	closed  bool
+	closed  atomic.Bool // set under mu; read without it
 
 	// Small frames are encoded straight into wbuf and written by the event
 	// loop in one system call per wake-up (flushQueued), so answers that
@@ -35,9 +35,9 @@ type Conn struct {
 	wbuf     []byte
 	wspare   []byte
 	wakeSent bool // a Wake is on its way to the loop; it will flush wbuf
-	// wlen is len(wbuf), for the loop's check after each frame without
-	// waiting for wmu behind a worker copying a large body.
-	wlen atomic.Int64
+	// large says wbuf reached flushAtBytes, for the loop's check after
+	// each frame without waiting for wmu behind a worker copying a body.
+	large atomic.Bool
 }
 
 // Write sends frames with bodies larger than coalesceMaxBody from a buffer
@@ -64,11 +64,7 @@ func (c *Conn) RemoteAddr() string { return c.remote }
 func (c *Conn) LocalAddr() string { return c.local }
 
 // Closed reports whether the connection has closed.
-func (c *Conn) Closed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Conn) Closed() bool { return c.closed.Load() }
 
 // Close closes the connection; the server's close hooks run.
 func (c *Conn) Close() error { return c.gc.Close() }
@@ -122,7 +118,9 @@ func (c *Conn) appendQueued(appendFrame func([]byte) ([]byte, error)) (wake bool
 		return false, err // c.wbuf is as it was
 	}
 	c.wbuf = buf
-	c.wlen.Store(int64(len(buf)))
+	if len(buf) >= flushAtBytes && !c.large.Load() {
+		c.large.Store(true)
+	}
 	wake = !c.wakeSent
 	c.wakeSent = true
 	return wake, nil
@@ -142,7 +140,7 @@ func (c *Conn) holdFlush() {
 // flushes when it returns. It reports whether the connection is still open:
 // a failed write closes it at once, and its buffers with it.
 func (c *Conn) flushIfLarge(gc gnet.Conn) bool {
-	if c.wlen.Load() < flushAtBytes {
+	if !c.large.Load() {
 		return true
 	}
 	c.flushQueued(gc)
@@ -163,7 +161,7 @@ func (c *Conn) flushQueued(gc gnet.Conn) {
 	buf := c.wbuf
 	if closed {
 		c.wbuf, c.wspare = nil, nil
-		c.wlen.Store(0)
+		c.large.Store(false)
 		c.wakeSent = false
 		c.wmu.Unlock()
 		return
@@ -175,7 +173,9 @@ func (c *Conn) flushQueued(gc gnet.Conn) {
 	}
 	c.wbuf = c.wspare[:0]
 	c.wspare = nil
-	c.wlen.Store(0)
+	if c.large.Load() {
+		c.large.Store(false)
+	}
 	// Cleared together with taking the buffer: a frame queued from now on
 	// sends its own wake-up.
 	c.wakeSent = false
@@ -260,7 +260,7 @@ func (c *Conn) Invoke(ctx context.Context, req *Command) (*Command, error) {
 	req.Flag &^= flagResponse | flagOneway
 	ch := make(chan *Command, 1)
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		return nil, ErrConnClosed
 	}
@@ -307,10 +307,10 @@ func (c *Conn) complete(resp *Command) {
 func (c *Conn) markClosed() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return
 	}
-	c.closed = true
+	c.closed.Store(true)
 	for op, ch := range c.pending {
 		close(ch)
 		delete(c.pending, op)

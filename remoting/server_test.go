@@ -300,7 +300,7 @@ func TestStartFailsOnBusyPort(t *testing.T) {
 	assert.NoError(t, s.Shutdown(context.Background()))
 }
 
-func rawConn(t *testing.T, addr string) net.Conn {
+func rawConn(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	require.NoError(t, err)

@@ -12,38 +12,35 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// clPutAsync appends and reports through done, at once or once durable:
-// the way a broker acknowledges without holding a worker.
-func clPutAsync(cl *CommitLog, m *message.MessageExt, done func(PutResult)) {
-	if res, mustWait := cl.AppendMessage(m); mustWait {
-		cl.OnFlushed(res, done)
-	} else {
-		done(res)
+// reportPut reports an append's result through done: at once, or through
+// onFlushed once durable when the append says a flush is due. The helpers
+// below append the way a broker acknowledges without holding a worker.
+func reportPut(res PutResult, mustWait bool, onFlushed func(PutResult, func(PutResult)), done func(PutResult)) {
+	if mustWait {
+		onFlushed(res, done)
+		return
 	}
+	done(res)
+}
+
+func clPutAsync(cl *CommitLog, m *message.MessageExt, done func(PutResult)) {
+	res, mustWait := cl.AppendMessage(m)
+	reportPut(res, mustWait, cl.OnFlushed, done)
 }
 
 func clPutBatchAsync(cl *CommitLog, b *message.MessageExtBatch, done func(PutResult)) {
-	if res, mustWait := cl.AppendMessages(b); mustWait {
-		cl.OnFlushed(res, done)
-	} else {
-		done(res)
-	}
+	res, mustWait := cl.AppendMessages(b)
+	reportPut(res, mustWait, cl.OnFlushed, done)
 }
 
 func storePutAsync(s *Store, m *message.MessageExt, done func(PutResult)) {
-	if res, mustWait := s.AppendMessage(m); mustWait {
-		s.OnFlushed(res, done)
-	} else {
-		done(res)
-	}
+	res, mustWait := s.AppendMessage(m)
+	reportPut(res, mustWait, s.OnFlushed, done)
 }
 
 func storePutBatchAsync(s *Store, b *message.MessageExtBatch, done func(PutResult)) {
-	if res, mustWait := s.AppendMessages(b); mustWait {
-		s.OnFlushed(res, done)
-	} else {
-		done(res)
-	}
+	res, mustWait := s.AppendMessages(b)
+	reportPut(res, mustWait, s.OnFlushed, done)
 }
 
 // collect gathers async put results.

@@ -2,11 +2,8 @@ package remoting
 
 import (
 	"bufio"
-	"io"
 	"testing"
 	"time"
-
-	"github.com/sirupsen/logrus"
 )
 
 // BenchmarkInlinePullAnswers is a catch-up consumer's traffic: eight pull
@@ -18,20 +15,11 @@ func BenchmarkInlinePullAnswers(b *testing.B) {
 	const code RequestCode = 9201
 	const pulls, records, recordSize = 8, 32, 1100
 	record := make([]byte, recordSize)
-	quiet := logrus.New()
-	quiet.SetOutput(io.Discard)
-	s := MustStartServer(b, ServerConfig{Logger: quiet}, func(s *Server) {
-		pool := s.NewPool("p", 1, 4)
-		answer := func(c *Conn, req *Command) (*Command, error) {
-			err := c.ReplyWith(req, NewResponse(req, Success, ""), records*recordSize, func(dst []byte) []byte {
-				for range records {
-					dst = append(dst, record...)
-				}
-				return dst
-			})
-			return nil, err
+	s := startInlineAnswers(b, code, records*recordSize, func(_ *Command, dst []byte) []byte {
+		for range records {
+			dst = append(dst, record...)
 		}
-		s.HandleInline(code, pool, answer, answer)
+		return dst
 	})
 	conn := rawConn(b, s.Addr())
 	var batch []byte

@@ -585,25 +585,34 @@ func frameConn(t *testing.T, addr string) (send func(*Command), read func() *Com
 	return send, read
 }
 
+// startInlineAnswers starts a server answering code on the event loop (as
+// the broker answers pulls of cached data) with bodyLen bytes written into
+// the frame by body.
+func startInlineAnswers(tb testing.TB, code RequestCode, bodyLen int, body func(req *Command, dst []byte) []byte) *Server {
+	tb.Helper()
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	return MustStartServer(tb, ServerConfig{MaxFramesPerWake: 64, Logger: quiet}, func(s *Server) {
+		pool := s.NewPool("p", 1, 4)
+		answer := func(c *Conn, req *Command) (*Command, error) {
+			err := c.ReplyWith(req, NewResponse(req, Success, ""), bodyLen, func(dst []byte) []byte { return body(req, dst) })
+			return nil, err
+		}
+		s.HandleInline(code, pool, answer, answer)
+	})
+}
+
 // Pull answers decoded in one turn are written in parts once they pass
 // flushAtBytes, so the connection's write buffer stays small enough to be
 // kept and reused instead of being grown from nothing on every turn.
 func TestInlineLargeAnswersFlushEarly(t *testing.T) {
 	const bigPull RequestCode = 9106
 	const n, size = 16, 40 << 10
-	s := MustStartServer(t, ServerConfig{MaxFramesPerWake: 64}, func(s *Server) {
-		pool := s.NewPool("p", 1, 4)
-		answer := func(c *Conn, req *Command) (*Command, error) {
-			fill := byte(req.Opaque)
-			err := c.ReplyWith(req, NewResponse(req, Success, ""), size, func(b []byte) []byte {
-				for range size {
-					b = append(b, fill)
-				}
-				return b
-			})
-			return nil, err
+	s := startInlineAnswers(t, bigPull, size, func(req *Command, b []byte) []byte {
+		for range size {
+			b = append(b, byte(req.Opaque))
 		}
-		s.HandleInline(bigPull, pool, answer, answer)
+		return b
 	})
 	conn := rawConn(t, s.Addr())
 	var batch []byte

@@ -76,15 +76,17 @@ func TestClientReconnectsAfterServerClose(t *testing.T) {
 	invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil))
 	mu.Lock()
 	require.Len(t, conns, 1)
-	require.NoError(t, conns[0].Close())
+	require.NoError(t, conns[0].Close()) // asynchronous: the event loop closes it
 	mu.Unlock()
-	// The next call may race the close; within a short while a fresh connection serves.
+	// Once the client's reader has seen the close, the next call dials afresh.
 	require.Eventually(t, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		resp, err := cl.InvokeSync(ctx, s.Addr(), NewRequest(echoCode, nil, nil))
-		return err == nil && resp.ResponseCode() == Success
-	}, 5*time.Second, 20*time.Millisecond)
+		cl.mu.Lock()
+		defer cl.mu.Unlock()
+		cc := cl.conns[s.Addr()]
+		return cc == nil || cc.isClosed()
+	}, 5*time.Second, 5*time.Millisecond, "the client never saw the server close the connection")
+	resp := invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil))
+	assert.Equal(t, Success, resp.ResponseCode())
 	mu.Lock()
 	assert.Len(t, conns, 2)
 	mu.Unlock()

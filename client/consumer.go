@@ -484,6 +484,10 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 		if b.orderly && b.clustering() {
 			ok := b.lock(ctx, mq.BrokerName, []MessageQueue{mq})
 			if !ok[mq] {
+				if ctx.Err() != nil {
+					// The broker may have granted the lock whose answer was abandoned.
+					b.abandonLock(ctx, mq)
+				}
 				complete = false // the previous owner has not released it yet
 				continue
 			}
@@ -492,6 +496,9 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 		off, err := b.startOffset(ctx, mq)
 		if err != nil {
 			b.c.log.WithFields(logrus.Fields{"queue": mq, "err": err}).Warn("cannot compute start offset")
+			if !lockedUntil.IsZero() {
+				b.abandonLock(ctx, mq)
+			}
 			complete = false
 			continue
 		}
@@ -500,6 +507,9 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 		b.mu.Lock()
 		if b.ctx.Err() != nil {
 			b.mu.Unlock()
+			if !lockedUntil.IsZero() {
+				b.abandonLock(ctx, mq) // Shutdown releases only the queues in pqs
+			}
 			return false
 		}
 		b.pqs[mq] = pq
@@ -790,6 +800,15 @@ func (b *consumerBase) lock(ctx context.Context, brokerName string, mqs []Messag
 		held[mq] = true
 	}
 	return held
+}
+
+// abandonLock releases the broker lock on mq, a queue that is not being
+// taken after all, so that its next owner need not wait out the lease. It
+// is sent even when ctx is cancelled: that is how Shutdown gets here.
+func (b *consumerBase) abandonLock(ctx context.Context, mq MessageQueue) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	b.unlock(ctx, []MessageQueue{mq})
 }
 
 // unlock releases queue locks, broker by broker.

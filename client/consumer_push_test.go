@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -391,6 +392,39 @@ func TestPushConsumerOrderly(t *testing.T) {
 		}
 		return holders[pc1.ClientID()] == 2 && holders[pc2.ClientID()] == 2
 	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// An orderly consumer that locks a queue and then cannot start it (its
+// offset cannot be read) releases the lock rather than holding it for the
+// lease, so another member could take the queue at once.
+func TestPushConsumerOrderlyReleasesLockOfQueueItCannotStart(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 4)
+	var refused atomic.Int32
+	fb.setHook(remoting.QueryConsumerOffset, func(req *remoting.Command) *remoting.Command {
+		var h protocol.QueryConsumerOffsetRequestHeader
+		if err := protocol.DecodeHeader(req.ExtFields, &h); err != nil || h.QueueID != 2 {
+			return nil
+		}
+		refused.Add(1)
+		return remoting.NewResponse(req, remoting.SystemError, "offsets of queue 2 unavailable")
+	})
+	opts := append(fastOptions(ns.Addr()), WithGroupName("og"), WithConsumerOrder(true), WithConsumeFromWhere(ConsumeFromFirstOffset))
+	pc := MustStartPushConsumer(t, func(pc *PushConsumer) {
+		require.NoError(t, pc.Subscribe("T", MessageSelector{}, func(context.Context, ...*MessageExt) (ConsumeResult, error) {
+			return ConsumeSuccess, nil
+		}))
+	}, opts...)
+	q := func(id int32) MessageQueue { return MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: id} }
+	require.Eventually(t, func() bool {
+		return fb.lockHolder(q(0)) == pc.ClientID() && fb.lockHolder(q(1)) == pc.ClientID() &&
+			fb.lockHolder(q(3)) == pc.ClientID()
+	}, 10*time.Second, 10*time.Millisecond)
+	// Each rebalance locks queue 2 again, fails to read its offset and lets go.
+	require.Eventually(t, func() bool { return refused.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return fb.lockHolder(q(2)) == "" }, 5*time.Second, time.Millisecond,
+		"the lock on a queue the consumer could not start is still held")
 }
 
 func TestDecodeResetOffsetBody(t *testing.T) {

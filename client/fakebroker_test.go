@@ -88,6 +88,7 @@ type fakeBroker struct {
 	halves     map[int64]*message.MessageExt
 	producers  map[string]*remoting.Conn // group -> a producer connection
 	sendHook   func(req *remoting.Command) *remoting.Command
+	hooks      map[remoting.RequestCode]func(req *remoting.Command) *remoting.Command
 	noSendBack bool // CONSUMER_SEND_MSG_BACK answers SYSTEM_ERROR
 	// version changes with every topic change: a nameserver ignores the
 	// topics of a registration whose data version it has seen.
@@ -130,7 +131,7 @@ func MustStartFakeBroker(t testing.TB, name string, nsAddrs ...string) *fakeBrok
 		remoting.ConsumerSendMsgBack: fb.sendBack, remoting.EndTransaction: fb.endTransaction,
 	}
 	for code, h := range handlers {
-		fb.srv.Handle(code, pool, h)
+		fb.srv.Handle(code, pool, fb.hooked(code, h))
 	}
 	fb.srv.OnConnClose(fb.connClosed)
 	require.NoError(t, fb.srv.Start())
@@ -654,6 +655,32 @@ func (fb *fakeBroker) messages(topic string) []*message.MessageExt {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CommitLogOffset < out[j].CommitLogOffset })
 	return out
+}
+
+// hooked lets a hook set with setHook answer code's requests in place of h.
+func (fb *fakeBroker) hooked(code remoting.RequestCode, h remoting.ProcessorFunc) remoting.ProcessorFunc {
+	return func(c *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+		fb.mu.Lock()
+		hook := fb.hooks[code]
+		fb.mu.Unlock()
+		if hook != nil {
+			if r := hook(req); r != nil {
+				return r, nil
+			}
+		}
+		return h(c, req)
+	}
+}
+
+// setHook has h see every request with code first; an answer it returns is
+// sent instead of the fake broker's own.
+func (fb *fakeBroker) setHook(code remoting.RequestCode, h func(req *remoting.Command) *remoting.Command) {
+	fb.mu.Lock()
+	if fb.hooks == nil {
+		fb.hooks = map[remoting.RequestCode]func(req *remoting.Command) *remoting.Command{}
+	}
+	fb.hooks[code] = h
+	fb.mu.Unlock()
 }
 
 func (fb *fakeBroker) setSendHook(h func(req *remoting.Command) *remoting.Command) {

@@ -134,10 +134,23 @@ func TestPutMessageAsyncFlushErrorAndTimeout(t *testing.T) {
 	for range 3 {
 		clPutAsync(cl, clMsg("AE", 0, []byte("p"), nil), c.done)
 	}
+	// A put stored before the failure waits for its flush and hears of it; one
+	// that comes after is refused, since a failed flush stops all writes.
+	timedOut := 0
 	for _, r := range c.wait(t) {
-		assert.Equal(t, FlushDiskTimeout, r.Status)
+		assert.Contains(t, []PutStatus{FlushDiskTimeout, ServiceNotAvailable}, r.Status)
 		assert.ErrorIs(t, r.Err, injected)
+		if r.Status == FlushDiskTimeout {
+			timedOut++
+		}
 	}
+	assert.Positive(t, timedOut, "the first put was stored and waited for the failed flush")
+	c.wg.Add(1)
+	clPutAsync(cl, clMsg("AE", 0, []byte("late"), nil), c.done)
+	all := c.wait(t)
+	require.Len(t, all, 4)
+	assert.Equal(t, ServiceNotAvailable, all[3].Status)
+	assert.ErrorIs(t, all[3].Err, ErrFlushFailed)
 
 	cfg := clTestConfig(t, SyncFlush)
 	cfg.SyncFlushTimeout = 50 * time.Millisecond

@@ -498,7 +498,21 @@ func TestPushConsumerNamespaceAndSuspend(t *testing.T) {
 	assert.Contains(t, pc.Queues(), MessageQueue{Topic: "%RETRY%cg", BrokerName: "broker-a", QueueID: 0})
 
 	pc.Suspend()
-	time.Sleep(400 * time.Millisecond) // let pulls in flight (300 ms long polls) finish
+	// Pulls made before Suspend may still be parked (300 ms long polls) and
+	// would take what is sent next. Wait until none is at the broker and
+	// none has arrived for 300 ms: a pull that left just before Suspend
+	// may still be on its way.
+	seen, quietSince := -1, time.Now()
+	require.Eventually(t, func() bool {
+		in, n := fb.pulls("prod%cg")
+		if in > 0 || n != seen {
+			seen, quietSince = n, time.Now()
+			return false
+		}
+		return time.Since(quietSince) >= 300*time.Millisecond
+	}, 10*time.Second, 10*time.Millisecond, "the suspended consumer kept pulling")
+	_, n := fb.pulls("prod%cg")
+	require.Positive(t, n, "no pull of prod%cg seen")
 	sendN(t, p, "T", 2, nil)
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, 1, col.count(), "suspended: nothing pulled")

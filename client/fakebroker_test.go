@@ -96,6 +96,10 @@ type fakeBroker struct {
 	regMu   sync.Mutex // serialises registrations, so the newest lands last
 	sends   int
 	endTx   []protocol.EndTransactionRequestHeader
+	// pullsIn and pullsSeen count, per consumer group, the pulls being
+	// answered (most of them parked) and all pulls received.
+	pullsIn   map[string]int
+	pullsSeen map[string]int
 }
 
 type fakeLock struct {
@@ -117,6 +121,8 @@ func MustStartFakeBroker(t testing.TB, name string, nsAddrs ...string) *fakeBrok
 		locks:     map[MessageQueue]fakeLock{},
 		halves:    map[int64]*message.MessageExt{},
 		producers: map[string]*remoting.Conn{},
+		pullsIn:   map[string]int{},
+		pullsSeen: map[string]int{},
 		version:   protocol.NewDataVersion(),
 	}
 	fb.srv = remoting.NewServer(remoting.ServerConfig{Addr: "127.0.0.1:0", Logger: testLogger(), NumEventLoops: 1})
@@ -395,6 +401,15 @@ func (fb *fakeBroker) pull(_ *remoting.Conn, req *remoting.Command) (*remoting.C
 	if err := protocol.DecodeHeader(req.ExtFields, &h); err != nil {
 		return nil, err
 	}
+	fb.mu.Lock()
+	fb.pullsIn[h.ConsumerGroup]++
+	fb.pullsSeen[h.ConsumerGroup]++
+	fb.mu.Unlock()
+	defer func() {
+		fb.mu.Lock()
+		fb.pullsIn[h.ConsumerGroup]--
+		fb.mu.Unlock()
+	}()
 	deadline := time.Now().Add(min(time.Duration(h.SuspendTimeoutMillis)*time.Millisecond, 300*time.Millisecond))
 	if h.SysFlag&protocol.PullFlagCommitOffset != 0 && h.CommitOffset > 0 {
 		// Once, on arrival, as Java's PullMessageProcessor.
@@ -687,6 +702,14 @@ func (fb *fakeBroker) setSendHook(h func(req *remoting.Command) *remoting.Comman
 	fb.mu.Lock()
 	fb.sendHook = h
 	fb.mu.Unlock()
+}
+
+// pulls returns how many of group's pulls are being answered now and how
+// many arrived in all.
+func (fb *fakeBroker) pulls(group string) (in, seen int) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return fb.pullsIn[group], fb.pullsSeen[group]
 }
 
 func (fb *fakeBroker) sendCount() int {

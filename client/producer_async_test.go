@@ -44,7 +44,8 @@ func TestProducerAsyncRetriesAndAvoids(t *testing.T) {
 		<-hang
 		return remoting.NewResponse(req, remoting.SystemError, "stopped")
 	})
-	p := MustStartProducer(t, WithNameServer(ns.Addr()), WithSendTimeout(300*time.Millisecond))
+	// Long enough that a slowed broker-b never times out too (see the sync test).
+	p := MustStartProducer(t, WithNameServer(ns.Addr()), WithSendTimeout(2*time.Second))
 	for i := 0; i < 6; i++ {
 		res, err := sendAsyncWait(t, testCtx(t), p, NewMessage("T", []byte("x")))
 		require.NoError(t, err)

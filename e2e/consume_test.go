@@ -1,14 +1,21 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorocketmq/gorocketmq/broker"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
 // TestPushConsumerTagSelector: a clustering push consumer subscribed to two
@@ -55,6 +62,7 @@ func TestPushConsumerTagSelector(t *testing.T) {
 func TestClusteringConsumersSplitQueues(t *testing.T) {
 	t.Parallel()
 	c := MustStartCluster(t)
+	conns := c.restartBrokerRecordingConns(t)
 	d := c.StartDriver(t)
 	topic := uniq("SplitTopic")
 	d.CreateTopic(t, c, topic, 4)
@@ -64,28 +72,43 @@ func TestClusteringConsumersSplitQueues(t *testing.T) {
 	in1, in2 := NewInbox(), NewInbox()
 	d.StartPush(t, PushSpec{Group: group, Topic: topic}, in1)
 	d.StartPush(t, PushSpec{Group: group, Topic: topic}, in2)
-	require.Eventually(t, func() bool { return len(c.ConsumerIDs(t, group)) == 2 },
+	var ids []string
+	require.Eventually(t, func() bool { ids = c.ConsumerIDs(t, group); return len(ids) == 2 },
 		opTimeout, pollEvery, "broker never listed both consumers of %s", group)
 
-	// Warm-up: send until both consumers have received something, which
-	// means both have rebalanced after seeing each other.
-	round := 0
-	var all []string
+	// Each consumer rebalances when it learns of the other, in its own
+	// time: until both have, one may still hold every queue. Wait until
+	// each holds 2 of the 4 and they hold different ones, as the clients
+	// themselves report.
+	var mu sync.Mutex
+	var last string // the last assignment seen, for the failure message
 	require.Eventually(t, func() bool {
-		bs := bodies(fmt.Sprintf("warm%d", round), 4)
-		round++
-		p.SendBodies(t, topic, "", bs)
-		all = append(all, bs...)
-		return in1.Len() > 0 && in2.Len() > 0
-	}, consumeWait, 200*time.Millisecond, "one consumer never got a message: %d and %d", in1.Len(), in2.Len())
+		held := map[string][]int{}
+		seen := map[int]bool{}
+		for _, id := range ids {
+			qs, ok := conns.heldQueues(t, group, id, topic)
+			if !ok {
+				return false
+			}
+			held[id] = qs
+			for _, q := range qs {
+				seen[q] = true
+			}
+		}
+		mu.Lock()
+		last = fmt.Sprint(held)
+		mu.Unlock()
+		return len(held[ids[0]]) == 2 && len(held[ids[1]]) == 2 && len(seen) == 4
+	}, consumeWait, 200*time.Millisecond, "the consumers never split the queues 2 and 2: %v",
+		stringerFunc(func() string { mu.Lock(); defer mu.Unlock(); return last }))
+	t.Logf("queues held: %s", last)
 
 	// Steady state: what is sent now goes to each queue's single owner.
 	steady := bodies("steady", 80)
 	p.SendBodies(t, topic, "", steady)
-	all = append(all, steady...)
 
 	require.Eventually(t, func() bool {
-		for _, b := range all {
+		for _, b := range steady {
 			if in1.Count(b)+in2.Count(b) == 0 {
 				return false
 			}
@@ -100,6 +123,78 @@ func TestClusteringConsumersSplitQueues(t *testing.T) {
 	}
 	assert.Len(t, q1, 2, "AllocateByAveragely gives 2 of 4 queues each: %v / %v", q1, q2)
 	assert.Len(t, q2, 2, "AllocateByAveragely gives 2 of 4 queues each: %v / %v", q1, q2)
+}
+
+// clientConns are the broker's connections from clients: through one, the
+// test asks a client what a Java broker relays GET_CONSUMER_RUNNING_INFO for.
+type clientConns struct {
+	mu    sync.Mutex
+	conns map[uint64]*remoting.Conn
+}
+
+// restartBrokerRecordingConns replaces the cluster's broker by one on the
+// same port and store that records its connections (hooks go in before the
+// server starts). Call it before any client connects.
+func (c *Cluster) restartBrokerRecordingConns(t *testing.T) *clientConns {
+	t.Helper()
+	cc := &clientConns{conns: map[uint64]*remoting.Conn{}}
+	port := c.port
+	c.stopBroker(t)
+	c.raw.CloseConn(c.BrokerAddr)
+	b, err := broker.New(c.brokerConfig(port), c.log)
+	require.NoError(t, err)
+	b.Server().OnConnOpen(func(conn *remoting.Conn) {
+		cc.mu.Lock()
+		cc.conns[conn.ID()] = conn
+		cc.mu.Unlock()
+	})
+	b.Server().OnConnClose(func(conn *remoting.Conn) {
+		cc.mu.Lock()
+		delete(cc.conns, conn.ID())
+		cc.mu.Unlock()
+	})
+	require.NoError(t, b.Start(), "broker start")
+	c.Broker = b
+	require.Equal(t, port, c.port)
+	c.WaitRoute(t, "TBW102")
+	return cc
+}
+
+// heldQueues asks client id of group (an official Go client) for its
+// running info and returns the queue ids of topic it holds, not dropped;
+// false when no connection gave an answer.
+func (cc *clientConns) heldQueues(t *testing.T, group, id, topic string) ([]int, bool) {
+	t.Helper()
+	cc.mu.Lock()
+	conns := make([]*remoting.Conn, 0, len(cc.conns))
+	for _, conn := range cc.conns {
+		conns = append(conns, conn)
+	}
+	cc.mu.Unlock()
+	// The client answers for any client of its process on any of its
+	// connections; the broker's other connections (ours) refuse.
+	h := &protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: id}
+	for _, conn := range conns {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		resp, err := conn.Invoke(ctx, remoting.NewRequest(remoting.GetConsumerRunningInfo, protocol.EncodeHeader(h, nil), nil))
+		cancel()
+		if err != nil || resp.ResponseCode() != remoting.Success {
+			continue
+		}
+		// mqTable is keyed by the queue's JSON, fastjson style, and its
+		// values are flat objects.
+		re := regexp.MustCompile(`\{"topic":"` + regexp.QuoteMeta(topic) +
+			`","brokerName":"[^"]*","queueId":(\d+)\}:\{[^{}]*"dropped":(true|false)`)
+		var qs []int
+		for _, m := range re.FindAllStringSubmatch(string(resp.Body), -1) {
+			if m[2] == "false" {
+				q, _ := strconv.Atoi(m[1])
+				qs = append(qs, q)
+			}
+		}
+		return qs, true
+	}
+	return nil, false
 }
 
 // queuesOf is the set of queues the messages of want among got came from.

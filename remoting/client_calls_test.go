@@ -271,18 +271,47 @@ func TestClientIdleTimeout(t *testing.T) {
 	})
 	const idle = 500 * time.Millisecond
 	cl := MustNewClient(t, ClientConfig{IdleTimeout: idle})
-	var silent time.Time
-	for start := time.Now(); time.Since(start) < 3*idle; time.Sleep(idle / 6) {
-		invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil))
-		silent = time.Now()
-	}
-	assert.Equal(t, int32(1), opened.Load(), "a busy connection was closed as idle")
-	require.Eventually(t, func() bool {
+	noConns := func() bool {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
 		return len(cl.conns) == 0
-	}, 3*time.Second, 5*time.Millisecond)
-	assert.GreaterOrEqual(t, time.Since(silent), idle-idle/16-10*time.Millisecond, "closed before it was idle")
+	}
+	// sent is when the last request left: its answer, the last frame the
+	// connection read, cannot have come earlier.
+	var sent time.Time
+	// busy calls every idle/6 for 3*idle on a fresh connection and says
+	// whether the connection stayed open. A round where an answer came
+	// more than idle/2 after the previous request left is not judged: a
+	// stalled machine, not the client, may have let the connection idle.
+	busy := func() (judged bool) {
+		sent = time.Now()
+		invoke(t, cl, s.Addr(), NewRequest(echoCode, nil, nil))
+		conns := opened.Load()
+		for start := time.Now(); time.Since(start) < 3*idle; {
+			time.Sleep(idle / 6)
+			prev := sent
+			sent = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := cl.InvokeSync(ctx, s.Addr(), NewRequest(echoCode, nil, nil))
+			cancel()
+			if gap := time.Since(prev); gap > idle/2 {
+				t.Logf("answer %v after the previous request: round not judged", gap)
+				return false
+			}
+			require.NoError(t, err)
+		}
+		assert.Equal(t, conns, opened.Load(), "a busy connection was closed as idle")
+		return true
+	}
+	judged := false
+	for round := 0; round < 5 && !judged; round++ {
+		judged = busy()
+		require.Eventually(t, noConns, 10*time.Second, 5*time.Millisecond, "an idle connection stayed open")
+	}
+	if !judged {
+		t.Log("every round stalled: the busy connection was not judged")
+	}
+	assert.GreaterOrEqual(t, time.Since(sent), idle-idle/16-10*time.Millisecond, "closed before it was idle")
 }
 
 // deadlineConn records the write deadlines set on it.

@@ -105,18 +105,39 @@ func TestHeartbeatMembershipNotifies(t *testing.T) {
 
 func TestSilentClientsExpire(t *testing.T) {
 	baVerifyNoLeaks(t)
+	// The managers run on a fake clock, so a client expires when the test
+	// moves the clock, not when a loaded machine pauses between two checks.
+	clk := newFakeClock()
+	const expiry = 2 * time.Minute
 	b := bcStartBroker(t, func(b *Broker) {
-		b.consume.cfg.channelExpiry = 300 * time.Millisecond
-		b.consume.cfg.scanInterval = 20 * time.Millisecond
+		b.consume.cfg.channelExpiry = expiry
+		b.consume.cfg.scanInterval = 10 * time.Millisecond
+		b.consume.consumers = NewConsumerManager(clk.Now, b.consume.enqueueNotify)
+		b.consume.producers = NewProducerManager(clk.Now)
 	})
 	cl := baClient(t)
 	addr := b.Addr()
-	bcHeartbeat(t, cl, addr, "10.0.0.1@1", "cg", protocol.ConsumeFromLastOffset)
 	hb := protocol.HeartbeatData{ClientID: "10.0.0.1@1", ProducerDataSet: []protocol.ProducerData{{GroupName: "pg"}}}
 	body, _ := json.Marshal(&hb)
-	require.Equal(t, int32(remoting.Success), baInvoke(t, cl, addr, remoting.NewRequest(remoting.HeartBeat, nil, body)).Code)
+	heartbeat := func() {
+		bcHeartbeat(t, cl, addr, "10.0.0.1@1", "cg", protocol.ConsumeFromLastOffset)
+		require.Equal(t, int32(remoting.Success), baInvoke(t, cl, addr, remoting.NewRequest(remoting.HeartBeat, nil, body)).Code)
+	}
+	heartbeat()
 	require.Equal(t, []string{"10.0.0.1@1"}, b.consume.consumers.ClientIDs("cg"))
 	require.Len(t, b.consume.producers.Channels("pg"), 1)
+
+	// A heartbeat halfway renews both: past the first heartbeat's expiry
+	// but within the second's, several scans keep them.
+	clk.Advance(expiry / 2)
+	heartbeat()
+	clk.Advance(expiry/2 + time.Second)
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, []string{"10.0.0.1@1"}, b.consume.consumers.ClientIDs("cg"), "renewed by the second heartbeat")
+	assert.Len(t, b.consume.producers.Channels("pg"), 1, "renewed by the second heartbeat")
+
+	// Silent past the expiry: the next scan drops both.
+	clk.Advance(expiry / 2)
 	require.Eventually(t, func() bool {
 		return len(b.consume.consumers.ClientIDs("cg")) == 0 && len(b.consume.producers.Channels("pg")) == 0
 	}, 5*time.Second, 10*time.Millisecond)
@@ -124,7 +145,11 @@ func TestSilentClientsExpire(t *testing.T) {
 
 func TestLockBatchMQ(t *testing.T) {
 	baVerifyNoLeaks(t)
-	b := bcStartBroker(t, func(b *Broker) { b.consume.locks = NewRebalanceLockManager(300*time.Millisecond, nil) })
+	// A fake clock: a lock lapses when the test moves the clock, not when
+	// a loaded machine pauses between two requests.
+	clk := newFakeClock()
+	const life = time.Minute
+	b := bcStartBroker(t, func(b *Broker) { b.consume.locks = NewRebalanceLockManager(life, clk.Now) })
 	cl := baClient(t)
 	addr := b.Addr()
 	mq := func(q int32) protocol.MessageQueue {
@@ -144,6 +169,7 @@ func TestLockBatchMQ(t *testing.T) {
 	}
 	assert.Equal(t, []protocol.MessageQueue{mq(0), mq(1)}, lock("c1", 0, 1))
 	assert.Equal(t, []protocol.MessageQueue{mq(2)}, lock("c2", 0, 1, 2), "c1's queues are not handed to c2")
+	clk.Advance(life / 2)
 	assert.Len(t, lock("c1", 0, 1), 2, "the holder renews")
 
 	raw, _ := json.Marshal(&protocol.LockBatchRequestBody{ConsumerGroup: "og", ClientID: "c1", MQSet: []protocol.MessageQueue{mq(0)}})
@@ -151,9 +177,12 @@ func TestLockBatchMQ(t *testing.T) {
 	require.Equal(t, int32(remoting.Success), resp.Code)
 	assert.Equal(t, []protocol.MessageQueue{mq(0)}, lock("c2", 0), "an unlocked queue is free")
 
-	// c1 stops renewing queue 1: after the (shortened) lock life c2 gets it.
-	assert.Empty(t, lock("c2", 1))
-	require.Eventually(t, func() bool { return len(lock("c2", 1)) == 1 }, 5*time.Second, 20*time.Millisecond)
+	// Past the first lock's life but within the renewed one, c1 keeps
+	// queue 1; once c1 stops renewing, the lock lapses and c2 gets it.
+	clk.Advance(life/2 + time.Second)
+	assert.Empty(t, lock("c2", 1), "renewed: still c1's")
+	clk.Advance(life / 2)
+	assert.Equal(t, []protocol.MessageQueue{mq(1)}, lock("c2", 1), "c1's lock lapsed")
 
 	resp = baInvoke(t, cl, addr, remoting.NewRequest(remoting.LockBatchMQ, nil, []byte("not json")))
 	assert.Equal(t, int32(remoting.SystemError), resp.Code)

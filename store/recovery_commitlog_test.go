@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/netip"
@@ -282,4 +283,57 @@ func TestCheckRecordErrorsAreTyped(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.BlankRecord)
 	assert.Zero(t, d.MsgSize)
+}
+
+// A process killed during a put stops its write at some byte. Whatever part
+// of the write reached the file, recovery keeps the whole record or none of
+// it: a record cut inside its properties passes the body CRC, and would be
+// served without its UNIQ_KEY.
+func TestRecoverAfterAWriteStoppedAtAnyByte(t *testing.T) {
+	for name, ft := range map[string]FlushDiskType{"ASYNC_FLUSH": AsyncFlush, "SYNC_FLUSH": SyncFlush} {
+		t.Run(name, func(t *testing.T) {
+			cfg := clTestConfig(t, ft)
+			cl := mustOpenCommitLog(t, cfg, nil, true, nil)
+			require.Equal(t, PutOK, cl.PutMessage(context.Background(),
+				clMsg("Cut", 0, []byte("kept"), map[string]string{message.PropUniqKey: "U0"})).Status)
+			type piece struct {
+				pos int
+				b   []byte
+			}
+			var writes []piece // in the order they were made
+			put := cl.put
+			cl.put = func(mf *MappedFile, b []byte, pos int) error {
+				writes = append(writes, piece{pos, bytes.Clone(b)})
+				return put(mf, b, pos)
+			}
+			last := cl.PutMessage(context.Background(), clMsg("Cut", 0, []byte("cut short"),
+				map[string]string{message.PropUniqKey: "U1", message.PropKeys: "k1"}))
+			require.Equal(t, PutOK, last.Status)
+			require.NoError(t, cl.Shutdown())
+
+			total := 0
+			for _, w := range writes {
+				total += len(w.b)
+			}
+			require.EqualValues(t, last.WroteBytes, total)
+			path, pos := commitLogFile(cfg, last.WroteOffset)
+			for k := 0; k <= total; k++ {
+				// The file as a kill after k bytes of the write leaves it
+				// (each piece copied from its start).
+				patchFile(t, path, pos, make([]byte, total))
+				for left, i := k, 0; left > 0; i++ {
+					n := min(left, len(writes[i].b))
+					patchFile(t, path, int64(writes[i].pos), writes[i].b[:n])
+					left -= n
+				}
+				re := mustOpenCommitLog(t, cfg, nil, false, nil)
+				want := last.WroteOffset
+				if k == total {
+					want += int64(last.WroteBytes)
+				}
+				assert.Equal(t, want, re.MaxOffset(), "the write stopped after %d of %d bytes", k, total)
+				require.NoError(t, re.Shutdown())
+			}
+		})
+	}
 }

@@ -53,10 +53,15 @@ func decodeCQEntry(b []byte) CQEntry {
 	}
 }
 
+// putCQEntry stores the size last. An entry can straddle two pages, and a
+// process killed while the second faults in leaves only part of it; with
+// the size still zero, recovery stops there (Valid) and dispatch writes the
+// entry again from the commitlog, where a kept size would keep a cut tags
+// code that tag filtering then trusts.
 func putCQEntry(b []byte, e CQEntry) {
 	binary.BigEndian.PutUint64(b, uint64(e.CommitLogOffset))
-	binary.BigEndian.PutUint32(b[8:], uint32(e.Size))
 	binary.BigEndian.PutUint64(b[12:], uint64(e.TagsCode))
+	binary.BigEndian.PutUint32(b[8:], uint32(e.Size))
 }
 
 // ConsumeQueue is the index of one topic-queue into the commitlog: entry n is

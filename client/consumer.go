@@ -485,8 +485,11 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 			ok := b.lock(ctx, mq.BrokerName, []MessageQueue{mq})
 			if !ok[mq] {
 				if ctx.Err() != nil {
-					// The broker may have granted the lock whose answer was abandoned.
+					// The broker may have granted the lock whose answer was
+					// abandoned. The queues after this one were never
+					// locked: Shutdown need not wait on a request for each.
 					b.abandonLock(ctx, mq)
+					return false
 				}
 				complete = false // the previous owner has not released it yet
 				continue
@@ -498,6 +501,9 @@ func (b *consumerBase) updateQueues(ctx context.Context, topic string, mine []Me
 			b.c.log.WithFields(logrus.Fields{"queue": mq, "err": err}).Warn("cannot compute start offset")
 			if !lockedUntil.IsZero() {
 				b.abandonLock(ctx, mq)
+			}
+			if ctx.Err() != nil {
+				return false
 			}
 			complete = false
 			continue

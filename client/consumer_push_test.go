@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -425,6 +426,60 @@ func TestPushConsumerOrderlyReleasesLockOfQueueItCannotStart(t *testing.T) {
 	require.Eventually(t, func() bool { return refused.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return fb.lockHolder(q(2)) == "" }, 5*time.Second, time.Millisecond,
 		"the lock on a queue the consumer could not start is still held")
+}
+
+// A lock the broker granted but whose answer Shutdown abandoned is released
+// too: the queue was never added, so Shutdown's own unlock would miss it.
+func TestPushConsumerOrderlyShutdownReleasesALockInFlight(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 2)
+	var armed atomic.Bool
+	granted := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer close(release)
+	fb.setHook(remoting.LockBatchMQ, func(req *remoting.Command) *remoting.Command {
+		body, err := protocol.DecodeLockBatchRequestBody(req.Body)
+		if err != nil || len(body.MQSet) != 1 || body.MQSet[0].QueueID != 1 {
+			return nil
+		}
+		if !armed.Load() {
+			// Held by another member for now: the rebalance tries again.
+			r := remoting.NewResponse(req, remoting.Success, "")
+			r.Body, _ = json.Marshal(protocol.LockBatchResponseBody{})
+			return r
+		}
+		r, _ := fb.lock(nil, req) // granted at the broker...
+		select {
+		case granted <- struct{}{}:
+		default:
+		}
+		<-release // ...but the answer is held back
+		return r
+	})
+	opts := append(fastOptions(ns.Addr()), WithGroupName("og"), WithConsumerOrder(true))
+	pc := MustStartPushConsumer(t, func(pc *PushConsumer) {
+		require.NoError(t, pc.Subscribe("T", MessageSelector{}, func(context.Context, ...*MessageExt) (ConsumeResult, error) {
+			return ConsumeSuccess, nil
+		}))
+	}, opts...)
+	q1 := MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
+	armed.Store(true)
+	select {
+	case <-granted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the consumer never asked for queue 1's lock again")
+	}
+	require.Equal(t, pc.ClientID(), fb.lockHolder(q1))
+	done := make(chan error, 1)
+	go func() { done <- pc.Shutdown() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown waited on the held-back lock answer")
+	}
+	assert.Empty(t, fb.lockHolder(q1), "the lock granted during Shutdown is still held")
 }
 
 func TestDecodeResetOffsetBody(t *testing.T) {

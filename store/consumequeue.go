@@ -126,7 +126,9 @@ func (cq *ConsumeQueue) Load() error { return cq.q.Load() }
 
 // Recover finds the last valid entry, scanning from the third-newest file
 // forward, sets the write and flush positions after it and deletes or cuts
-// whatever follows.
+// whatever follows. What is cut is also zeroed: the next recovery scans to
+// the first invalid entry, and would take old entries left behind the
+// newer ones for live.
 func (cq *ConsumeQueue) Recover() error {
 	files := cq.q.Files()
 	if len(files) == 0 {
@@ -150,6 +152,9 @@ func (cq *ConsumeQueue) Recover() error {
 		}
 		processOffset = mf.FileFromOffset() + int64(pos)
 		if pos < mf.FileSize() {
+			if err := zeroTail(mf, pos, true); err != nil {
+				return err
+			}
 			break
 		}
 	}
@@ -332,6 +337,9 @@ func (cq *ConsumeQueue) TruncateDirty(phyOffset int64) error {
 			}).Warn("truncating consume queue: entry points beyond the commitlog end")
 		}
 		if err := cq.q.TruncateDirtyFiles(mf.FileFromOffset() + int64(pos)); err != nil {
+			return err
+		}
+		if err := zeroTail(mf, pos, true); err != nil {
 			return err
 		}
 		break

@@ -126,6 +126,54 @@ func TestConsumeQueueRecoverStopsAtInvalid(t *testing.T) {
 	require.NoError(t, cq.Close())
 }
 
+// Entries cut by a truncation must not come back: recovery scans a file to
+// its first invalid entry, so old entries left behind a newer one would be
+// taken for live, pointing at whatever the commitlog now holds there.
+func TestConsumeQueueCutEntriesStayCut(t *testing.T) {
+	const fileSize = 600 * CQStoreUnitSize // three pages and a bit
+	reopen := func(t *testing.T, root string) *ConsumeQueue {
+		t.Helper()
+		cq := NewConsumeQueue(root, "T", 0, fileSize, nil)
+		require.NoError(t, cq.Load())
+		require.NoError(t, cq.Recover())
+		return cq
+	}
+	cuts := map[string]func(t *testing.T, root string) *ConsumeQueue{
+		"by TruncateDirty": func(t *testing.T, root string) *ConsumeQueue {
+			cq := reopen(t, root)
+			require.NoError(t, cq.TruncateDirty(300*100+50)) // the commitlog ends inside message 300
+			return cq
+		},
+		"by Recover": func(t *testing.T, root string) *ConsumeQueue {
+			cq := reopen(t, root)
+			mf := cq.Files().LastMappedFile()
+			putCQEntry(mf.Buffer()[300*CQStoreUnitSize:], CQEntry{CommitLogOffset: 300 * 100, TagsCode: 7}) // torn: no size
+			require.NoError(t, cq.Close())
+			return reopen(t, root)
+		},
+	}
+	for name, cut := range cuts {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			cq := reopen(t, root)
+			putN(t, cq, 0, 500)
+			require.NoError(t, cq.Close())
+
+			cq = cut(t, root)
+			require.EqualValues(t, 300, cq.MaxOffsetInQueue())
+			require.NoError(t, cq.Put(CQEntry{CommitLogOffset: 300 * 100, Size: 100, TagsCode: 9}, 300))
+			require.NoError(t, cq.Close())
+
+			cq = reopen(t, root)
+			defer func() { require.NoError(t, cq.Close()) }()
+			assert.EqualValues(t, 301, cq.MaxOffsetInQueue(), "entries 301-499 were cut and must stay cut")
+			e, ok := cq.Entry(300)
+			require.True(t, ok)
+			assert.EqualValues(t, 9, e.TagsCode)
+		})
+	}
+}
+
 func TestConsumeQueueDeleteExpiredAndOffsetByTime(t *testing.T) {
 	cq := NewConsumeQueue(t.TempDir(), "T", 0, testCQFileSize, nil)
 	require.NoError(t, cq.Load())

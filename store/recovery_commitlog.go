@@ -151,7 +151,7 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp int64) (int64, error) {
 		return processOffset, fmt.Errorf("store: truncate commitlog at %d: %w", processOffset, err)
 	}
 	if !normal || !clean {
-		if err := zeroTail(stopFile, pos); err != nil {
+		if err := zeroTail(stopFile, pos, false); err != nil {
 			return processOffset, err
 		}
 	}
@@ -177,8 +177,11 @@ func firstRecordStoredBefore(mf *MappedFile, ts int64) bool {
 
 // zeroTail clears every non-zero page of mf from pos to the end of the file
 // and syncs them. Only pages holding garbage are written, so a clean tail
-// costs a read.
-func zeroTail(mf *MappedFile, pos int) error {
+// costs a read. With untilCleanPage it stops at the first whole page of
+// zeros instead: for files written front to back without zero-filled
+// units (consume queues), nothing old lies beyond one, and a queue's
+// recovery then reads a page or two rather than the rest of the file.
+func zeroTail(mf *MappedFile, pos int, untilCleanPage bool) error {
 	b := mf.Buffer()
 	var zero [osPageSize]byte
 	dirtyFrom, dirtyTo := -1, -1
@@ -190,6 +193,8 @@ func zeroTail(mf *MappedFile, pos int) error {
 				dirtyFrom = p
 			}
 			dirtyTo = end
+		} else if untilCleanPage && end-p == osPageSize {
+			break
 		}
 		p = end
 	}

@@ -571,7 +571,9 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 // killed in the middle of the write, whether inside the copy or between two
 // pages of a pwrite, so leaves zeros where recovery begins to look, and never
 // a record that checks out with its tail missing: the body CRC does not
-// cover the properties, where UNIQ_KEY lives.
+// cover the properties, where UNIQ_KEY lives. This covers a process dying,
+// not the machine: writeback may persist the first page of a record before
+// the rest, and only a CRC over the whole record would catch that.
 // Caller holds putMu.
 func (cl *CommitLog) writeAt(mf *MappedFile, b []byte, pos int) error {
 	head := min(len(b), message.BlankRecordLength)

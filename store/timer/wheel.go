@@ -284,8 +284,11 @@ func (w *Wheel) place(pos int64, u unit, nowMs int64) {
 		}
 		u.fireMs = nowMs + w.cfg.RollWindow.Milliseconds()
 		u.flags |= flagRoll
-		be.PutUint64(b[offFireMs:], uint64(u.fireMs))
+		// The flag first: a process killed between the two stores then
+		// leaves a roll unit firing at its old time, which looks again,
+		// never an earlier time without the flag, which would deliver.
 		be.PutUint32(b[offFlags:], u.flags)
+		be.PutUint64(b[offFireMs:], uint64(u.fireMs))
 		seg.dirty = true
 		slotTime = u.fireMs - u.fireMs%w.precMs
 	}

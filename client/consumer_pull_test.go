@@ -163,18 +163,8 @@ func TestPullConsumerShutdownEndsWaitingPoll(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // let Poll take the lock and wait
 	done := make(chan error, 1)
 	go func() { done <- pc.Shutdown() }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown waited for an idle Poll")
-	}
-	select {
-	case err := <-polled:
-		assert.ErrorIs(t, err, ErrNotStarted)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Poll did not return after Shutdown")
-	}
+	require.NoError(t, recvWithin(t, done, 10*time.Second, "Shutdown waited for an idle Poll"))
+	assert.ErrorIs(t, recvWithin(t, polled, 5*time.Second, "Poll did not return after Shutdown"), ErrNotStarted)
 	_, err = pc.Poll(context.Background())
 	assert.ErrorIs(t, err, ErrNotStarted, "Poll after Shutdown")
 }

@@ -70,6 +70,19 @@ func MustStartPushConsumer(t *testing.T, subscribe func(*PushConsumer), opts ...
 	return pc
 }
 
+// recvWithin returns the next value from ch, failing the test with msg if
+// none comes within d.
+func recvWithin[T any](t *testing.T, ch <-chan T, d time.Duration, msg string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatal(msg)
+		panic("unreachable")
+	}
+}
+
 func sendN(t *testing.T, p *Producer, topic string, n int, decorate func(i int, m *Message)) {
 	t.Helper()
 	for i := 0; i < n; i++ {
@@ -253,21 +266,12 @@ func TestPushConsumerShutdownCommitsHandlersInFlight(t *testing.T) {
 		return ConsumeSuccess, nil
 	}))
 	require.NoError(t, pc.Start())
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the message was not delivered")
-	}
+	recvWithin(t, entered, 10*time.Second, "the message was not delivered")
 	done := make(chan error, 1)
 	go func() { done <- pc.Shutdown() }()
 	require.Eventually(t, func() bool { return pc.b.ctx.Err() != nil }, 5*time.Second, time.Millisecond, "shutdown started")
 	close(release)
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown did not return")
-	}
+	require.NoError(t, recvWithin(t, done, 10*time.Second, "Shutdown did not return"))
 	off, ok := fb.storedOffset("cg", "T", 0)
 	assert.True(t, ok, "the offset was stored")
 	assert.Equal(t, int64(1), off, "the message consumed during shutdown is committed")
@@ -465,20 +469,11 @@ func TestPushConsumerOrderlyShutdownReleasesALockInFlight(t *testing.T) {
 	}, opts...)
 	q1 := MessageQueue{Topic: "T", BrokerName: "broker-a", QueueID: 1}
 	armed.Store(true)
-	select {
-	case <-granted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the consumer never asked for queue 1's lock again")
-	}
+	recvWithin(t, granted, 10*time.Second, "the consumer never asked for queue 1's lock again")
 	require.Equal(t, pc.ClientID(), fb.lockHolder(q1))
 	done := make(chan error, 1)
 	go func() { done <- pc.Shutdown() }()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Shutdown waited on the held-back lock answer")
-	}
+	require.NoError(t, recvWithin(t, done, 10*time.Second, "Shutdown waited on the held-back lock answer"))
 	assert.Empty(t, fb.lockHolder(q1), "the lock granted during Shutdown is still held")
 }
 

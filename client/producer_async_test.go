@@ -23,13 +23,8 @@ func sendAsyncWait(t *testing.T, ctx context.Context, p *Producer, m *Message) (
 	}
 	ch := make(chan outcome, 1)
 	require.NoError(t, p.SendAsync(ctx, func(_ context.Context, r *SendResult, err error) { ch <- outcome{r, err} }, m))
-	select {
-	case o := <-ch:
-		return o.res, o.err
-	case <-time.After(10 * time.Second):
-		t.Fatal("SendAsync callback not called")
-		return nil, nil
-	}
+	o := recvWithin(t, ch, 10*time.Second, "SendAsync callback not called")
+	return o.res, o.err
 }
 
 func TestProducerAsyncRetriesAndAvoids(t *testing.T) {

@@ -174,6 +174,10 @@ func (cc *clientConns) heldQueues(t *testing.T, group, id, topic string) ([]int,
 	// The client answers for any client of its process on any of its
 	// connections; the broker's other connections (ours) refuse.
 	h := &protocol.GetConsumerRunningInfoRequestHeader{ConsumerGroup: group, ClientID: id}
+	// mqTable is keyed by the queue's JSON, fastjson style, and its values
+	// are flat objects.
+	re := regexp.MustCompile(`\{"topic":"` + regexp.QuoteMeta(topic) +
+		`","brokerName":"[^"]*","queueId":(\d+)\}:\{[^{}]*"dropped":(true|false)`)
 	for _, conn := range conns {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		resp, err := conn.Invoke(ctx, remoting.NewRequest(remoting.GetConsumerRunningInfo, protocol.EncodeHeader(h, nil), nil))
@@ -181,10 +185,6 @@ func (cc *clientConns) heldQueues(t *testing.T, group, id, topic string) ([]int,
 		if err != nil || resp.ResponseCode() != remoting.Success {
 			continue
 		}
-		// mqTable is keyed by the queue's JSON, fastjson style, and its
-		// values are flat objects.
-		re := regexp.MustCompile(`\{"topic":"` + regexp.QuoteMeta(topic) +
-			`","brokerName":"[^"]*","queueId":(\d+)\}:\{[^{}]*"dropped":(true|false)`)
 		var qs []int
 		for _, m := range re.FindAllStringSubmatch(string(resp.Body), -1) {
 			if m[2] == "false" {

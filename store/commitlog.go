@@ -297,6 +297,17 @@ func (cl *CommitLog) SetQueueOffset(topic string, queueID int32, next int64) {
 	cl.putMu.Unlock()
 }
 
+// SetClock replaces time.Now as the commitlog's clock: the store time of
+// each record and the time its files are stamped with, which retention
+// compares with its own clock. Call before use.
+func (cl *CommitLog) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	cl.now = now
+	cl.mfq.SetClock(now)
+}
+
 // QueueOffset returns the next consume queue offset of a queue (0 if unknown).
 func (cl *CommitLog) QueueOffset(topic string, queueID int32) int64 {
 	cl.putMu.Lock()

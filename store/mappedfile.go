@@ -73,10 +73,11 @@ type MappedFile struct {
 
 	wrote   atomic.Int64
 	flushed atomic.Int64
-	// lastWrite is the unix-nano time of the last Flush that persisted new
-	// bytes, 0 until the first one after open; LastModified falls back to
-	// the file's mtime. Taken per flush, not per write: a clock read per
-	// append (commitlog and consume queue) showed in the send profile, and
+	// lastWrite is the unix-nano time, on the owning queue's clock, at which
+	// the file was created or last flushed new bytes; 0 for a file mapped
+	// from disk and not flushed since, where LastModified falls back to the
+	// file's mtime. Taken per flush, not per write: a clock read per append
+	// (commitlog and consume queue) showed in the send profile, and
 	// retention, its one reader, counts in hours.
 	lastWrite atomic.Int64
 
@@ -286,9 +287,11 @@ func (mf *MappedFile) Buffer() []byte { return mf.data }
 // SetFlushMode chooses msync or fdatasync for Flush.
 func (mf *MappedFile) SetFlushMode(m FlushMode) { mf.flushMode.Store(int32(m)) }
 
-// LastModified returns the time of the last flush through this process that
-// persisted new bytes, or the file's modification time if there was none
-// since it was opened.
+// LastModified returns the time its queue stamped the file with (at creation
+// and at each flush that persisted new bytes). A file written before this
+// process opened it, and not flushed since, has no stamp: its time can only
+// come from the filesystem, so LastModified returns the file's mtime, which
+// is on the real clock.
 func (mf *MappedFile) LastModified() time.Time {
 	if ns := mf.lastWrite.Load(); ns != 0 {
 		return time.Unix(0, ns)
@@ -299,6 +302,9 @@ func (mf *MappedFile) LastModified() time.Time {
 	}
 	return st.ModTime()
 }
+
+// stamp records t as the file's last modification (see LastModified).
+func (mf *MappedFile) stamp(t time.Time) { mf.lastWrite.Store(t.UnixNano()) }
 
 // resident reports whether the page holding pos is in memory, so a read
 // there does not wait for the disk (mincore). The caller holds mf. An error
@@ -431,7 +437,6 @@ func (mf *MappedFile) Flush(upTo int) error {
 		return fmt.Errorf("store: flush %s [%d,%d): %w", mf.path, from, upTo, err)
 	}
 	mf.flushed.Store(int64(upTo))
-	mf.lastWrite.Store(time.Now().UnixNano())
 	return nil
 }
 

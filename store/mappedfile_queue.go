@@ -32,6 +32,9 @@ type MappedFileQueue struct {
 	fileSize  int
 	log       logrus.FieldLogger
 	flushMode atomic.Int32
+	// now stamps files at creation and flush; retention compares those
+	// stamps with its own clock, so both must be the store's one clock.
+	now func() time.Time
 
 	mu    sync.RWMutex
 	files []*MappedFile
@@ -55,7 +58,16 @@ func NewMappedFileQueue(dir string, fileSize int, log logrus.FieldLogger) *Mappe
 		l.SetOutput(discardWriter{})
 		log = l
 	}
-	return &MappedFileQueue{dir: dir, fileSize: fileSize, log: log.WithField("dir", dir), allocate: CreateMappedFile}
+	return &MappedFileQueue{dir: dir, fileSize: fileSize, log: log.WithField("dir", dir), allocate: CreateMappedFile, now: time.Now}
+}
+
+// SetClock replaces time.Now as the clock that stamps files when they are
+// created and flushed (see MappedFile.LastModified). Call before use.
+func (q *MappedFileQueue) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	q.now = now
 }
 
 // SetAllocator replaces how LastMappedFileOrCreate creates a file: fn must
@@ -210,6 +222,7 @@ func (q *MappedFileQueue) LastMappedFileOrCreate(startOffset int64) (*MappedFile
 			mf.Path(), mf.FileFromOffset(), mf.FileSize(), create, q.fileSize)
 	}
 	mf.SetFlushMode(FlushMode(q.flushMode.Load()))
+	mf.stamp(q.now())
 	if len(q.files) == 0 {
 		// A new log starts flushed at its first byte.
 		q.flushedWhere.Store(create)
@@ -318,6 +331,7 @@ func (q *MappedFileQueue) Flush(leastPages int) (int64, error) {
 			}
 			return where, err
 		}
+		mf.stamp(q.now())
 	}
 	newWhere := mf.fileFromOffset + int64(mf.FlushedPosition())
 	if newWhere > where {

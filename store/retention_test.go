@@ -34,6 +34,16 @@ func (e *testEnv) options() []Option {
 	}
 }
 
+// waitFullFilesFlushed waits until the flush loop has persisted every full
+// commitlog file. A flush stamps a file with the store's clock, so a test
+// that moves the clock on must wait, or a late flush makes a file young again.
+func waitFullFilesFlushed(t testing.TB, s *Store) {
+	t.Helper()
+	cl := s.CommitLog()
+	require.Eventually(t, func() bool { return cl.FlushedWhere() >= cl.Files().LastMappedFile().FileFromOffset() },
+		10*time.Second, time.Millisecond, "full commitlog files flushed")
+}
+
 func (e *testEnv) setUsage(u float64) { e.usage.Store(math.Float64bits(u)) }
 func (e *testEnv) set(t time.Time)    { e.now.Store(t.UnixNano()) }
 func countFiles(t *testing.T, dir string) int {
@@ -43,105 +53,128 @@ func countFiles(t *testing.T, dir string) int {
 	return len(entries)
 }
 
-func TestRetentionByTimeAdvancesMinOffsets(t *testing.T) {
-	for _, ft := range flushTypes {
-		t.Run(ft.String(), func(t *testing.T) {
-			cfg := testConfig(t.TempDir(), ft)
-			cfg.MappedFileSizeConsumeQ = 50 * CQStoreUnitSize
-			cfg.MaxIndexNum = 256
-			noon := time.Date(2026, 11, 29, 12, 0, 0, 0, time.Local)
-			env := newTestEnv(noon, 0.1)
-			s := MustOpen(t, cfg, env.options()...)
-			const n = 560 // 8 KB each: four 1 MiB commitlog files
-			for i := 0; i < n; i++ {
-				mustPut(t, s, newTestMessage("T", int32(i%2), body(i, 8000), "", "ka kb"))
-			}
-			waitDispatched(t, s)
-			clFiles := s.CommitLog().Files().Len()
-			require.GreaterOrEqual(t, clFiles, 4)
-			indexDir := filepath.Join(cfg.StorePathRootDir, indexDirName)
-			indexFiles := countFiles(t, indexDir)
-			require.GreaterOrEqual(t, indexFiles, 3)
-			cqDir := filepath.Join(cfg.StorePathRootDir, consumeQueueDirName, "T", "0")
-			cqFiles := countFiles(t, cqDir)
-
-			// Not yet expired, not the hour, disk fine: nothing happens.
-			s.RunCleanRound()
-			assert.Equal(t, clFiles, s.CommitLog().Files().Len())
-
-			// 73 h later, still at noon: expired, but deleteWhen is 04.
-			env.set(noon.Add(73 * time.Hour))
-			s.RunCleanRound()
-			assert.Equal(t, clFiles, s.CommitLog().Files().Len())
-
-			// Commitlog files gone but consume queues not yet cleaned: a pull
-			// of their messages reports MESSAGE_WAS_REMOVING and skips ahead.
-			at4 := time.Date(2026, 12, 3, 4, 0, 0, 0, time.Local)
-			require.Positive(t, s.CommitLog().DeleteExpiredFiles(at4, cfg.FileReservedTime, 0, time.Second, false))
-			r, err := s.GetMessage("g", "T", 0, 0, 32, 0, nil)
-			require.NoError(t, err)
-			assert.Equal(t, MessageWasRemoving, r.Status)
-			assert.Positive(t, r.NextBeginOffset)
-			r.Release()
-
-			// At 04: every file but the newest goes, the queues follow.
-			env.set(at4)
-			s.RunCleanRound()
-			assert.Equal(t, 1, s.CommitLog().Files().Len())
-			clMin := s.CommitLogMinOffset()
-			assert.Equal(t, s.CommitLog().Files().LastMappedFile().FileFromOffset(), clMin)
-			assert.Less(t, countFiles(t, cqDir), cqFiles, "consume-queue files follow")
-			assert.Less(t, countFiles(t, indexDir), indexFiles, "index files follow")
-
-			for q := int32(0); q < 2; q++ {
-				minOff := s.MinOffsetInQueue("T", q)
-				require.Positive(t, minOff)
-				phy := s.CommitLogOffsetInQueue("T", q, minOff)
-				assert.GreaterOrEqual(t, phy, clMin, "min offset points at a live message")
-				assert.Less(t, s.CommitLogOffsetInQueue("T", q, minOff-1), clMin)
-
-				r, err := s.GetMessage("g", "T", q, 0, 32, 0, nil)
-				require.NoError(t, err)
-				assert.Equal(t, OffsetTooSmall, r.Status)
-				assert.Equal(t, minOff, r.NextBeginOffset)
-				r.Release()
-
-				msgs := pullAll(t, s, "T", q, nil)
-				require.Equal(t, int(s.MaxOffsetInQueue("T", q)-minOff), len(msgs))
-				for j, m := range msgs {
-					off := minOff + int64(j)
-					assert.Equal(t, off, m.QueueOffset)
-					assert.Equal(t, body(int(2*off)+int(q), 8000), m.Body)
-				}
-			}
-			assert.Equal(t, s.OffsetByTime("T", 0, 0), s.MinOffsetInQueue("T", 0))
-
-			// A min offset not yet corrected over deleted consume-queue files
-			// (the window inside a clean round): OFFSET_FOUND_NULL, and the
-			// next pull starts at the next consume-queue file.
-			cq := s.consumeQueue("T", 0)
-			saved := cq.minLogicOffset.Load()
-			cq.minLogicOffset.Store(0)
-			r, err = s.GetMessage("g", "T", 0, 3, 32, 0, nil)
-			require.NoError(t, err)
-			assert.Equal(t, OffsetFoundNull, r.Status)
-			assert.EqualValues(t, cfg.MappedFileSizeConsumeQ/CQStoreUnitSize, r.NextBeginOffset)
-			r.Release()
-			cq.minLogicOffset.Store(saved)
-			q := s.QueryMessage("T", "ka", 64, 0, math.MaxInt64)
-			for _, rec := range q.Messages {
-				assert.GreaterOrEqual(t, rec.StartOffset, clMin)
-			}
-			q.Release()
-		})
+// clockBases are the days the retention tests set the store's clock to:
+// years from the machine's date either way, and a fixed past date, so that
+// retention is shown to follow the store's clock alone (files on disk carry
+// the real date).
+func clockBases() map[string]time.Time {
+	return map[string]time.Time{
+		"3y-ago":   time.Now().AddDate(-3, 0, 0),
+		"in-3y":    time.Now().AddDate(3, 0, 0),
+		"2019-feb": time.Date(2019, 2, 27, 9, 30, 0, 0, time.Local),
 	}
+}
+
+// noonOf returns 12:00 of t's day.
+func noonOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), 12, 0, 0, 0, t.Location())
+}
+
+func TestRetentionByTimeAdvancesMinOffsets(t *testing.T) {
+	for name, base := range clockBases() {
+		for _, ft := range flushTypes {
+			t.Run(name+"/"+ft.String(), func(t *testing.T) {
+				testRetentionByTime(t, ft, noonOf(base))
+			})
+		}
+	}
+}
+
+func testRetentionByTime(t *testing.T, ft FlushDiskType, noon time.Time) {
+	cfg := testConfig(t.TempDir(), ft)
+	cfg.MappedFileSizeConsumeQ = 50 * CQStoreUnitSize
+	cfg.MaxIndexNum = 256
+	env := newTestEnv(noon, 0.1)
+	s := MustOpen(t, cfg, env.options()...)
+	const n = 560 // 8 KB each: four 1 MiB commitlog files
+	for i := 0; i < n; i++ {
+		mustPut(t, s, newTestMessage("T", int32(i%2), body(i, 8000), "", "ka kb"))
+	}
+	waitDispatched(t, s)
+	waitFullFilesFlushed(t, s)
+	clFiles := s.CommitLog().Files().Len()
+	require.GreaterOrEqual(t, clFiles, 4)
+	indexDir := filepath.Join(cfg.StorePathRootDir, indexDirName)
+	indexFiles := countFiles(t, indexDir)
+	require.GreaterOrEqual(t, indexFiles, 3)
+	cqDir := filepath.Join(cfg.StorePathRootDir, consumeQueueDirName, "T", "0")
+	cqFiles := countFiles(t, cqDir)
+
+	// Not yet expired, not the hour, disk fine: nothing happens.
+	s.RunCleanRound()
+	assert.Equal(t, clFiles, s.CommitLog().Files().Len())
+
+	// 73 h later, still at noon: expired, but deleteWhen is 04.
+	env.set(noon.Add(73 * time.Hour))
+	s.RunCleanRound()
+	assert.Equal(t, clFiles, s.CommitLog().Files().Len())
+
+	// Commitlog files gone but consume queues not yet cleaned: a pull
+	// of their messages reports MESSAGE_WAS_REMOVING and skips ahead.
+	at4 := time.Date(noon.Year(), noon.Month(), noon.Day()+4, 4, 0, 0, 0, noon.Location()) // 88 h on
+	require.Positive(t, s.CommitLog().DeleteExpiredFiles(at4, cfg.FileReservedTime, 0, time.Second, false))
+	r, err := s.GetMessage("g", "T", 0, 0, 32, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, MessageWasRemoving, r.Status)
+	assert.Positive(t, r.NextBeginOffset)
+	r.Release()
+
+	// At 04: every file but the newest goes, the queues follow.
+	env.set(at4)
+	s.RunCleanRound()
+	assert.Equal(t, 1, s.CommitLog().Files().Len())
+	clMin := s.CommitLogMinOffset()
+	assert.Equal(t, s.CommitLog().Files().LastMappedFile().FileFromOffset(), clMin)
+	assert.Less(t, countFiles(t, cqDir), cqFiles, "consume-queue files follow")
+	assert.Less(t, countFiles(t, indexDir), indexFiles, "index files follow")
+
+	for q := int32(0); q < 2; q++ {
+		minOff := s.MinOffsetInQueue("T", q)
+		require.Positive(t, minOff)
+		phy := s.CommitLogOffsetInQueue("T", q, minOff)
+		assert.GreaterOrEqual(t, phy, clMin, "min offset points at a live message")
+		assert.Less(t, s.CommitLogOffsetInQueue("T", q, minOff-1), clMin)
+
+		r, err := s.GetMessage("g", "T", q, 0, 32, 0, nil)
+		require.NoError(t, err)
+		assert.Equal(t, OffsetTooSmall, r.Status)
+		assert.Equal(t, minOff, r.NextBeginOffset)
+		r.Release()
+
+		msgs := pullAll(t, s, "T", q, nil)
+		require.Equal(t, int(s.MaxOffsetInQueue("T", q)-minOff), len(msgs))
+		for j, m := range msgs {
+			off := minOff + int64(j)
+			assert.Equal(t, off, m.QueueOffset)
+			assert.Equal(t, body(int(2*off)+int(q), 8000), m.Body)
+		}
+	}
+	assert.Equal(t, s.OffsetByTime("T", 0, 0), s.MinOffsetInQueue("T", 0))
+
+	// A min offset not yet corrected over deleted consume-queue files
+	// (the window inside a clean round): OFFSET_FOUND_NULL, and the
+	// next pull starts at the next consume-queue file.
+	cq := s.consumeQueue("T", 0)
+	saved := cq.minLogicOffset.Load()
+	cq.minLogicOffset.Store(0)
+	r, err = s.GetMessage("g", "T", 0, 3, 32, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, OffsetFoundNull, r.Status)
+	assert.EqualValues(t, cfg.MappedFileSizeConsumeQ/CQStoreUnitSize, r.NextBeginOffset)
+	r.Release()
+	cq.minLogicOffset.Store(saved)
+	q := s.QueryMessage("T", "ka", 64, 0, math.MaxInt64)
+	for _, rec := range q.Messages {
+		assert.GreaterOrEqual(t, rec.StartOffset, clMin)
+	}
+	q.Release()
 }
 
 func TestRetentionDiskFullRefusesAndResumes(t *testing.T) {
 	for _, ft := range flushTypes {
 		t.Run(ft.String(), func(t *testing.T) {
 			cfg := testConfig(t.TempDir(), ft)
-			env := newTestEnv(time.Date(2026, 11, 29, 12, 0, 0, 0, time.Local), 0.1)
+			env := newTestEnv(time.Now().AddDate(-3, 0, 0), 0.1)
 			s := MustOpen(t, cfg, env.options()...)
 			for i := 0; i < 400; i++ {
 				mustPut(t, s, newTestMessage("T", 0, body(i, 8000), "", ""))

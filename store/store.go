@@ -49,7 +49,8 @@ const consumeQueueThoroughFlush = 60 * time.Second
 // Option changes how Open builds a Store (mostly for tests).
 type Option func(*Store)
 
-// WithClock replaces time.Now for retention decisions and index file names.
+// WithClock replaces time.Now as the store's one clock: record store times,
+// the times files are stamped with, retention decisions and index file names.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 // WithDiskUsage replaces the disk usage probe: it returns the used fraction
@@ -165,6 +166,7 @@ func (s *Store) load() error {
 	if s.commitLog, err = NewCommitLog(s.cfg, s.log); err != nil {
 		return err
 	}
+	s.commitLog.SetClock(s.now)
 	if err := s.commitLog.Load(); err != nil {
 		return err
 	}

@@ -463,17 +463,19 @@ func TestStoreReopenCleanKeepsOffsets(t *testing.T) {
 func TestStoreHoldsFileAgainstDeletion(t *testing.T) {
 	cfg := testConfig(t.TempDir(), AsyncFlush)
 	now := time.Now()
-	s := MustOpen(t, cfg, WithClock(func() time.Time { return now }), WithDiskUsage(func(string) (float64, error) { return 0.1, nil }))
+	env := newTestEnv(now, 0.1)
+	s := MustOpen(t, cfg, env.options()...)
 	for i := 0; i < 1500; i++ {
 		mustPut(t, s, newTestMessage("T", 0, body(i, 1000), "", ""))
 	}
 	waitDispatched(t, s)
+	waitFullFilesFlushed(t, s)
 	r, err := s.GetMessage("g", "T", 0, 0, 4, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, Found, r.Status)
 	held := r.AppendBody(nil)
 
-	now = now.Add(cfg.FileReservedTime + time.Hour)
+	env.set(now.Add(cfg.FileReservedTime + time.Hour))
 	s.ExecuteDeleteFilesManually()
 	done := make(chan struct{})
 	go func() { s.RunCleanRound(); close(done) }()

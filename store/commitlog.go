@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -161,6 +162,7 @@ type CommitLog struct {
 	lastStoreTimestamp atomic.Int64 // store time of the newest record
 	recoverStart       atomic.Int64 // first file offset the last Recover walked
 	appendHook         func()       // called after each append, outside the lock
+	retentionFloor     func() int64 // see SetRetentionFloor
 	closed             atomic.Bool
 	encodePool         sync.Pool // *[]byte
 }
@@ -339,6 +341,25 @@ func (cl *CommitLog) putBuf(p *[]byte) {
 
 func illegal(status PutStatus, err error) PutResult { return PutResult{Status: status, Err: err} }
 
+// createFailed is the result of a put that found no file to write to. A
+// full disk is SERVICE_NOT_AVAILABLE with ErrDiskFull in the chain, the same
+// answer as when the space check refuses writes; anything else keeps
+// RocketMQ's CREATE_MAPEDFILE_FAILED.
+func createFailed(err error) PutResult {
+	if errors.Is(err, ErrDiskFull) {
+		return illegal(ServiceNotAvailable, err)
+	}
+	return illegal(CreateMappedFileFailed, fmt.Errorf("%w: %w", ErrCreateMappedFile, err))
+}
+
+// writeFailed is the result of a put whose bytes could not be written.
+func writeFailed(err error) PutResult {
+	if errors.Is(err, ErrDiskFull) {
+		return illegal(ServiceNotAvailable, err)
+	}
+	return illegal(UnknownError, err)
+}
+
 // check applies the limits shared by single and batch puts.
 func (cl *CommitLog) check(m *message.MessageExt) (PutResult, bool) {
 	if cl.closed.Load() {
@@ -516,8 +537,13 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 	if mf == nil || mf.IsFull() {
 		var err error
 		if mf, err = cl.mfq.LastMappedFileOrCreate(0); err != nil {
-			return illegal(CreateMappedFileFailed, fmt.Errorf("%w: %w", ErrCreateMappedFile, err))
+			return createFailed(err)
 		}
+	}
+	// A file mapped at load may have holes (made by an older version, or
+	// its reservation lost in a crash): reserve it before the first write.
+	if err := mf.ensureBacked(fileSize, 0); err != nil {
+		return createFailed(err)
 	}
 	pos := mf.WrotePosition()
 	if rest := fileSize - pos; len(recs)+message.BlankRecordLength > rest {
@@ -527,12 +553,12 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		binary.BigEndian.PutUint32(blank[:], uint32(rest))
 		binary.BigEndian.PutUint32(blank[4:], blankMagicWord)
 		if err := cl.writeAt(mf, blank[:], pos); err != nil {
-			return illegal(UnknownError, err)
+			return writeFailed(err)
 		}
 		mf.SetWrotePosition(fileSize)
 		var err error
 		if mf, err = cl.mfq.LastMappedFileOrCreate(0); err != nil {
-			return illegal(CreateMappedFileFailed, fmt.Errorf("%w: %w", ErrCreateMappedFile, err))
+			return createFailed(err)
 		}
 		pos = mf.WrotePosition()
 	}
@@ -556,7 +582,7 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		off += int(be.Uint32(r))
 	}
 	if err := cl.writeAt(mf, recs, pos); err != nil {
-		return illegal(UnknownError, err)
+		return writeFailed(err)
 	}
 	mf.SetWrotePosition(pos + len(recs))
 	if cl.warm != nil {
@@ -609,7 +635,7 @@ func (cl *CommitLog) putBytes(mf *MappedFile, b []byte, pos int) error {
 		return nil
 	}
 	if _, err := mf.file.WriteAt(b, int64(pos)); err != nil {
-		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, err)
+		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, noSpace(err))
 	}
 	return nil
 }
@@ -747,6 +773,17 @@ func (cl *CommitLog) CheckRecord(b []byte, checkCRC bool) (DispatchRequest, erro
 // to forceTimeout, then unlinked (its mapping is freed by the last reader).
 // cleanImmediately deletes regardless of age (disk nearly full). It returns
 // how many files were deleted.
+//
+// A file holding bytes at or above the retention floor (SetRetentionFloor)
+// is never deleted.
 func (cl *CommitLog) DeleteExpiredFiles(now time.Time, expire, interval, forceTimeout time.Duration, cleanImmediately bool) int {
-	return cl.mfq.DeleteExpiredByTime(now, expire, interval, forceTimeout, cleanImmediately)
+	floor := int64(math.MaxInt64)
+	if cl.retentionFloor != nil {
+		floor = cl.retentionFloor()
+	}
+	return cl.mfq.DeleteExpiredByTime(now, expire, interval, forceTimeout, cleanImmediately, floor)
 }
+
+// SetRetentionFloor installs fn, which returns the lowest offset retention
+// must keep (the store passes its dispatch position). Call before Start.
+func (cl *CommitLog) SetRetentionFloor(fn func() int64) { cl.retentionFloor = fn }

@@ -118,7 +118,7 @@ func BenchmarkSyncWritePath(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer f.Close()
-				if err := preallocate(f, fileSize); err != nil {
+				if err := reserveBlocks(f, 0, fileSize); err != nil {
 					b.Fatal(err)
 				}
 				data, err := unix.Mmap(int(f.Fd()), 0, fileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)

@@ -102,11 +102,13 @@ func NewConsumeQueue(rootDir, topic string, queueID int32, fileSize int, log log
 		q:       NewMappedFileQueue(dir, fileSize-fileSize%CQStoreUnitSize, log),
 		log:     log,
 	}
-	// Consume-queue files are created sparse, as RocketMQ's are: a queue's
-	// first message should not wait for 6 MB of zeros to be written and
-	// synced by the dispatcher, and their flushes are in the background.
+	// Consume-queue files get their blocks reserved but not synced: a
+	// queue's first message should not wait for a sync of 6 MB by the
+	// dispatcher, and their flushes are in the background. The reservation
+	// is what keeps a full disk from killing the broker with SIGBUS when an
+	// entry is written through the mapping.
 	cq.q.SetAllocator(func(dir string, offset int64, fileSize int) (*MappedFile, error) {
-		return createMappedFile(filepath.Join(dir, fileName(offset)), offset, fileSize, true)
+		return createMappedFile(filepath.Join(dir, fileName(offset)), offset, fileSize, fileSize, false)
 	})
 	cq.maxPhysicOffset.Store(-1)
 	return cq
@@ -198,8 +200,10 @@ func (cq *ConsumeQueue) Put(e CQEntry, cqOffset int64) error {
 		if expect < mf.FileFromOffset() {
 			return fmt.Errorf("%w: %s-%d offset %d below first file %d", ErrCQOrder, cq.topic, cq.queueID, cqOffset, mf.FileFromOffset())
 		}
+		if err := cq.fillBlank(mf, int(expect-mf.FileFromOffset())); err != nil {
+			return err
+		}
 		cq.minLogicOffset.Store(expect)
-		cq.fillBlank(mf, int(expect-mf.FileFromOffset()))
 		cq.q.SetFlushedWhere(expect)
 		cq.log.WithField("offset", cqOffset).Info("consume queue starts at a non-zero offset, filled pre-blank entries")
 	}
@@ -217,7 +221,9 @@ func (cq *ConsumeQueue) Put(e CQEntry, cqOffset int64) error {
 				return err
 			}
 			n := int(min(expect-current, int64(mf.FileSize()-mf.WrotePosition())))
-			cq.fillBlank(mf, mf.WrotePosition()+n)
+			if err := cq.fillBlank(mf, mf.WrotePosition()+n); err != nil {
+				return err
+			}
 			current += int64(n)
 		}
 		if mf, err = cq.q.LastMappedFileOrCreate(current); err != nil {
@@ -225,20 +231,28 @@ func (cq *ConsumeQueue) Put(e CQEntry, cqOffset int64) error {
 		}
 	}
 	pos := mf.WrotePosition()
+	if err := mf.ensureBacked(pos+CQStoreUnitSize, 0); err != nil {
+		return err
+	}
 	putCQEntry(mf.Buffer()[pos:], e)
 	mf.SetWrotePosition(pos + CQStoreUnitSize)
 	cq.maxPhysicOffset.Store(e.CommitLogOffset + int64(e.Size))
 	return nil
 }
 
-// fillBlank writes blank entries from the wrote position up to until.
-func (cq *ConsumeQueue) fillBlank(mf *MappedFile, until int) {
+// fillBlank writes blank entries from the wrote position up to until; it
+// writes nothing when the file's blocks cannot be reserved.
+func (cq *ConsumeQueue) fillBlank(mf *MappedFile, until int) error {
+	if err := mf.ensureBacked(until, 0); err != nil {
+		return err
+	}
 	buf := mf.Buffer()
 	pos := mf.WrotePosition()
 	for ; pos+CQStoreUnitSize <= until; pos += CQStoreUnitSize {
 		putCQEntry(buf[pos:], CQEntry{CommitLogOffset: 0, Size: blankEntrySize})
 	}
 	mf.SetWrotePosition(pos)
+	return nil
 }
 
 // Entry returns the entry at queue offset idx.

@@ -99,10 +99,22 @@ func indexKeyHash(key string) int32 {
 	return h
 }
 
-// putKey adds one entry; false when the file is full.
-func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) bool {
+// indexReserveChunk is how much of an index file's entry area gets disk
+// blocks at a time. Index files are mostly holes (420 MB at the default
+// sizes, filled over hours), so reserving them whole would take disk space
+// years early; the header and slots, written at random places, are reserved
+// whole when the file is first written.
+const indexReserveChunk = 256 << 10
+
+// putKey adds one entry; false when the file is full. An error (wrapping
+// ErrDiskFull when the disk is full) means nothing was written.
+func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) (bool, error) {
 	if f.full() {
-		return false
+		return false, nil
+	}
+	pos := indexHeaderSize + f.slotNum*indexSlotSize + int(f.indexCount)*indexEntrySize
+	if err := f.mf.ensureBacked(pos+indexEntrySize, indexReserveChunk); err != nil {
+		return false, err
 	}
 	b := f.mf.Buffer()
 	hash := indexKeyHash(key)
@@ -116,7 +128,6 @@ func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) bool {
 		timeDiff = (storeTimestamp - f.beginTimestamp) / 1000
 		timeDiff = max(0, min(timeDiff, math.MaxInt32))
 	}
-	pos := indexHeaderSize + f.slotNum*indexSlotSize + int(f.indexCount)*indexEntrySize
 	binary.BigEndian.PutUint32(b[pos:], uint32(hash))
 	binary.BigEndian.PutUint64(b[pos+4:], uint64(phyOffset))
 	binary.BigEndian.PutUint32(b[pos+12:], uint32(int32(timeDiff)))
@@ -131,7 +142,7 @@ func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) bool {
 	f.endPhyOffset = phyOffset
 	f.endTimestamp = storeTimestamp
 	f.storeHeader()
-	return true
+	return true, nil
 }
 
 // timeMatched reports whether [begin, end] overlaps the file's time range.
@@ -299,7 +310,9 @@ func (s *IndexService) lastFileLocked() (*indexFile, error) {
 		// Names must sort in creation order even within one millisecond.
 		name = nextName(filepath.Base(prev.mf.Path()))
 	}
-	mf, err := createMappedFile(filepath.Join(s.dir, name), 0, indexFileSize(s.slotNum, s.indexNum), true)
+	size := indexFileSize(s.slotNum, s.indexNum)
+	reserve := min(indexHeaderSize+s.slotNum*indexSlotSize+indexReserveChunk, size)
+	mf, err := createMappedFile(filepath.Join(s.dir, name), 0, size, reserve, false)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +352,10 @@ func nextName(name string) string {
 
 // BuildIndex indexes one dispatched message under topic#uniqKey and
 // topic#key for each space-separated key. Rollback records are not indexed,
-// and messages below the newest file's end offset are already indexed.
+// and messages below the newest file's end offset are already indexed. An
+// error wrapping ErrDiskFull may come after some keys of the message were
+// added; dispatch then calls again, and a key can be in the index twice
+// (QueryMessage answers each offset once).
 func (s *IndexService) BuildIndex(topic, keys, uniqKey string, sysFlag int32, phyOffset, storeTimestamp int64) error {
 	if message.TransactionType(sysFlag) == message.TransactionRollbackType {
 		return nil
@@ -358,8 +374,8 @@ func (s *IndexService) BuildIndex(topic, keys, uniqKey string, sysFlag int32, ph
 	}
 	put := func(key string) error {
 		for try := 0; try < 2; try++ {
-			if f.putKey(topic+indexKeySeparator+key, phyOffset, storeTimestamp) {
-				return nil
+			if ok, err := f.putKey(topic+indexKeySeparator+key, phyOffset, storeTimestamp); ok || err != nil {
+				return err
 			}
 			if f, err = s.lastFileLocked(); err != nil {
 				return err

@@ -151,7 +151,7 @@ func FuzzIndexFileQuery(f *testing.F) {
 	n := 0
 	f.Fuzz(func(t *testing.T, data []byte, key string) {
 		n++
-		mf, err := createMappedFile(filepath.Join(dir, strconv.Itoa(n)), 0, size, true)
+		mf, err := createMappedFile(filepath.Join(dir, strconv.Itoa(n)), 0, size, size, false)
 		require.NoError(t, err)
 		defer mf.Destroy(time.Second)
 		copy(mf.Buffer(), data)
@@ -162,7 +162,8 @@ func FuzzIndexFileQuery(f *testing.F) {
 		}
 		ix.selectPhyOffsets(nil, "T#"+key, 100, math.MinInt64, math.MaxInt64)
 		for i := 0; i < entries; i++ {
-			ix.putKey("T#"+key, int64(i), int64(i))
+			_, err := ix.putKey("T#"+key, int64(i), int64(i))
+			require.NoError(t, err)
 		}
 		ix.selectPhyOffsets(nil, "T#"+key, 100, math.MinInt64, math.MaxInt64)
 	})

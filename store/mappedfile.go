@@ -53,9 +53,10 @@ func (m FlushMode) String() string {
 	return "msync"
 }
 
-// MappedFile is one fixed-size file mapped read/write into memory. It is
-// preallocated with zeros when created, so the file never grows and writes
-// never fault on new blocks.
+// MappedFile is one fixed-size file mapped read/write into memory. Its
+// blocks are reserved when it is created (or, for index files, as the writer
+// gets there: ensureBacked), so the file never grows and a write through the
+// mapping never faults on a block the file system cannot allocate.
 //
 // Concurrency: exactly one writer (the owner of the file's queue) writes into
 // Buffer() at WrotePosition and then publishes the bytes with
@@ -73,6 +74,9 @@ type MappedFile struct {
 
 	wrote   atomic.Int64
 	flushed atomic.Int64
+	// backed is how many bytes from the start are known to have disk
+	// blocks; see ensureBacked. Only the writer reads or writes it.
+	backed int
 	// lastWrite is the unix-nano time, on the owning queue's clock, at which
 	// the file was created or last flushed new bytes; 0 for a file mapped
 	// from disk and not flushed since, where LastModified falls back to the
@@ -117,41 +121,55 @@ func parseFileName(name string) (int64, bool) {
 	return v, true
 }
 
-// CreateMappedFile creates dir/<20-digit offset> of fileSize bytes filled with
-// zeros and maps it. The zeros are written to a temporary name, synced and then
-// renamed, so a crash never leaves a short file under a valid name.
+// CreateMappedFile creates dir/<20-digit offset> of fileSize bytes, all of
+// its blocks reserved and reading as zeros, and maps it. The file is built
+// under a temporary name, synced and then renamed, so a crash never leaves a
+// short file under a valid name. A disk without room for it gives an error
+// wrapping ErrDiskFull.
 func CreateMappedFile(dir string, offset int64, fileSize int) (*MappedFile, error) {
-	return createMappedFile(filepath.Join(dir, fileName(offset)), offset, fileSize, false)
+	return createMappedFile(filepath.Join(dir, fileName(offset)), offset, fileSize, fileSize, true)
 }
 
-// createMappedFile creates path (see CreateMappedFile). A sparse file is only
-// truncated to size instead of zero-filled: index files are written at random
-// positions and synced rarely, so allocating 420 MB up front buys nothing.
-func createMappedFile(final string, offset int64, fileSize int, sparse bool) (*MappedFile, error) {
-	if fileSize <= 0 {
-		return nil, fmt.Errorf("store: bad mapped file size %d", fileSize)
+// createMappedFile creates final (see CreateMappedFile) with its first
+// reserve bytes backed by disk blocks; the rest stays a hole, and whoever
+// writes there first calls ensureBacked. Writing through a mapping into a
+// hole on a full file system kills the process with SIGBUS, so nothing may
+// write beyond Backed. sync fdatasyncs the reservation before the rename;
+// files flushed in the background (consume queues, index) skip it, as their
+// recovery reads a lost reservation back as zeros anyway.
+//
+// The free space is checked first, so a full disk answers ErrDiskFull
+// before any file is made.
+func createMappedFile(final string, offset int64, fileSize, reserve int, sync bool) (*MappedFile, error) {
+	if fileSize <= 0 || reserve < 0 || reserve > fileSize {
+		return nil, fmt.Errorf("store: bad mapped file size %d (reserve %d)", fileSize, reserve)
 	}
 	dir := filepath.Dir(final)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: create dir %s: %w", dir, err)
+		return nil, fmt.Errorf("store: create dir %s: %w", dir, noSpace(err))
 	}
 	if _, err := os.Stat(final); err == nil {
 		return nil, fmt.Errorf("store: create mapped file %s: %w", final, os.ErrExist)
 	}
+	if err := checkFreeSpace(dir, reserve); err != nil {
+		return nil, fmt.Errorf("store: create mapped file %s: %w", final, err)
+	}
 	tmp := final + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("store: create mapped file %s: %w", tmp, err)
+		return nil, fmt.Errorf("store: create mapped file %s: %w", tmp, noSpace(err))
 	}
-	if sparse {
+	err = reserveBlocks(f, 0, reserve)
+	if err == nil && reserve < fileSize {
 		err = f.Truncate(int64(fileSize))
-	} else {
-		err = preallocate(f, fileSize)
+	}
+	if err == nil && sync {
+		err = unix.Fdatasync(int(f.Fd()))
 	}
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return nil, fmt.Errorf("store: preallocate %s: %w", tmp, err)
+		return nil, fmt.Errorf("store: preallocate %s: %w", tmp, noSpace(err))
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		f.Close()
@@ -162,40 +180,92 @@ func createMappedFile(final string, offset int64, fileSize int, sparse bool) (*M
 		f.Close()
 		return nil, err
 	}
-	return mapFile(f, final, offset, fileSize)
+	mf, err := mapFile(f, final, offset, fileSize)
+	if err != nil {
+		return nil, err
+	}
+	mf.backed = reserve
+	return mf, nil
 }
 
-// preallocate reserves fileSize bytes of disk blocks for f and syncs the
-// allocation: a file whose blocks are already allocated syncs about twice as
-// fast as a growing one (BenchmarkPreallocate).
+// checkFreeSpace returns an error wrapping ErrDiskFull when the file system
+// holding dir has fewer than need bytes available.
+func checkFreeSpace(dir string, need int) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // unknown: the allocation itself will tell
+	}
+	if avail := st.Bavail * uint64(st.Bsize); avail < uint64(need) {
+		return fmt.Errorf("%w: %d bytes needed, %d available", ErrDiskFull, need, avail)
+	}
+	return nil
+}
+
+// noSpace marks an out-of-space (or out-of-quota) error as ErrDiskFull,
+// keeping the system error in the chain.
+func noSpace(err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
+}
+
+// reserveBlocks allocates disk blocks for [off, off+n) of f, which then read
+// back as zeros; the file grows to off+n if it is shorter.
 //
-// fallocate(2) allocates the blocks without writing them; they read back as
-// zeros, which consume-queue and commitlog recovery rely on. Writing the
-// zeros instead, as before, costs the same at sync time but pushes a whole
-// file (1 GiB for the commitlog) through the disk first: measured on a
-// shared disk it starved SYNC_FLUSH group commits for seconds at every new
-// file. Filesystems without fallocate get the zeros written.
-func preallocate(f *os.File, fileSize int) error {
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(fileSize)); err == nil {
-		return unix.Fdatasync(int(f.Fd()))
-	} else if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+// fallocate(2) allocates the blocks without writing them. Writing zeros
+// instead costs the same at sync time but pushes the whole range through
+// the disk first: measured on a shared disk it starved SYNC_FLUSH group
+// commits for seconds at every new commitlog file. Filesystems without
+// fallocate get the zeros written. A file whose blocks are allocated also
+// syncs about twice as fast as a growing one (BenchmarkPreallocate).
+func reserveBlocks(f *os.File, off, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), 0, int64(off), int64(n))
+	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return err
 	}
-	return preallocateZeros(f, fileSize)
+	return writeZeros(f, off, n)
 }
 
-// preallocateZeros writes fileSize zero bytes and syncs them.
-func preallocateZeros(f *os.File, fileSize int) error {
-	zeros := make([]byte, min(fileSize, 1<<20))
-	for done := 0; done < fileSize; {
-		n := min(len(zeros), fileSize-done)
-		w, err := f.Write(zeros[:n])
+// writeZeros writes n zero bytes at off.
+func writeZeros(f *os.File, off, n int) error {
+	zeros := make([]byte, min(n, 1<<20))
+	for done := 0; done < n; {
+		w, err := f.WriteAt(zeros[:min(len(zeros), n-done)], int64(off+done))
 		if err != nil {
 			return err
 		}
 		done += w
 	}
-	return unix.Fdatasync(int(f.Fd()))
+	return nil
+}
+
+// ensureBacked makes sure bytes [0, end) of the file have disk blocks before
+// the caller writes below end, reserving up to the next multiple of chunk
+// (the whole file when chunk <= 0) at a time. Only the file's one writer
+// calls it (it guards backed); a loaded file starts unbacked, as it may have
+// been made sparse by an older version, and its first write checks it once.
+// A full disk gives an error wrapping ErrDiskFull and nothing is written.
+func (mf *MappedFile) ensureBacked(end, chunk int) error {
+	if end <= mf.backed {
+		return nil
+	}
+	upTo := mf.fileSize
+	if chunk > 0 {
+		upTo = min((end+chunk-1)/chunk*chunk, mf.fileSize)
+	}
+	if !mf.Hold() {
+		return fmt.Errorf("%w: %s", ErrFileUnavailable, mf.path)
+	}
+	defer mf.Release()
+	if err := reserveBlocks(mf.file, mf.backed, upTo-mf.backed); err != nil {
+		return fmt.Errorf("store: reserve blocks of %s [%d,%d): %w", mf.path, mf.backed, upTo, noSpace(err))
+	}
+	mf.backed = upTo
+	return nil
 }
 
 // OpenMappedFile maps an existing file; its length must be fileSize. The

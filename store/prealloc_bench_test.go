@@ -12,7 +12,7 @@ import (
 // BenchmarkPreallocate measures what a new mapped file costs before its
 // first write (prep) and then per group commit: a 32 KiB copy into the
 // mapping followed by fdatasync, the SYNC_FLUSH path. It compares
-// fallocate (preallocate), writing zeros (preallocateZeros) and a sparse
+// fallocate (reserveBlocks), writing zeros (writeZeros) and a sparse
 // file (truncate only).
 func BenchmarkPreallocate(b *testing.B) {
 	const fileSize = 64 << 20
@@ -21,8 +21,8 @@ func BenchmarkPreallocate(b *testing.B) {
 		name string
 		prep func(f *os.File) error
 	}{
-		{"fallocate", func(f *os.File) error { return preallocate(f, fileSize) }},
-		{"zeros", func(f *os.File) error { return preallocateZeros(f, fileSize) }},
+		{"fallocate", func(f *os.File) error { return reserveBlocks(f, 0, fileSize) }},
+		{"zeros", func(f *os.File) error { return writeZeros(f, 0, fileSize) }},
 		{"sparse", func(f *os.File) error { return f.Truncate(fileSize) }},
 	}
 	for _, w := range ways {

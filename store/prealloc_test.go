@@ -15,8 +15,8 @@ import (
 func TestPreallocateReadsBackZeros(t *testing.T) {
 	const size = 3<<20 + 4096
 	for name, prep := range map[string]func(*os.File, int) error{
-		"preallocate": preallocate,
-		"zeros":       preallocateZeros,
+		"reserveBlocks": func(f *os.File, n int) error { return reserveBlocks(f, 0, n) },
+		"zeros":         func(f *os.File, n int) error { return writeZeros(f, 0, n) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f")

@@ -23,6 +23,10 @@ const (
 	dispatchRetryWait = 100 * time.Millisecond
 )
 
+// dispatchNoSpaceMaxWait caps the backoff between attempts to write a
+// record's entries while the disk is full.
+const dispatchNoSpaceMaxWait = time.Second
+
 // inlineDispatchMaxRecords bounds how many records one appender dispatches
 // in one dispatchNow call (its own and those of appenders that lost the
 // race for the dispatch lock), so a send on the broker's event loop never
@@ -303,9 +307,9 @@ func (r *reputService) dispatchBuffer(res *SelectResult, p *reputPass) reputStat
 			}
 			p.left--
 		}
-		queued, deferred := r.dispatch(&req, p.inline)
-		if deferred {
-			return reputDeferred
+		queued, st := r.dispatch(&req, p.inline)
+		if st != reputCaughtUp {
+			return st
 		}
 		pos += int(req.MsgSize)
 		r.reputFrom.Store(offset + int64(req.MsgSize))
@@ -320,13 +324,54 @@ func (r *reputService) dispatchBuffer(res *SelectResult, p *reputPass) reputStat
 
 // dispatch writes the consume-queue entry (not for prepared or rolled-back
 // transaction records, nor records of a since deleted topic) and the index
-// entries of one record. It reports whether the record got a queue entry.
+// entries of one record. queued reports whether the record got a queue
+// entry; st is reputCaughtUp when the record is done with.
+//
 // Inline, a consume-queue write that fails with an error worth retrying is
-// not retried: deferred reports it, and nothing of the record is written.
-func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued, deferred bool) {
+// not retried: st is reputDeferred and the loop takes the record over.
+// In the loop, a write that fails for lack of disk space is retried until
+// it succeeds, however long that takes: skipping it would lose the message
+// for consumers while the commitlog holds it. Meanwhile the store refuses
+// writes, and retention keeps the undispatched files (SetRetentionFloor).
+// Only shutdown ends the wait (reputStopped), leaving the record to the
+// next start's recovery.
+func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued bool, st reputStatus) {
+	wait := dispatchRetryWait
+	for {
+		queued, err := r.dispatchOnce(req, inline)
+		noSpace := errors.Is(err, ErrDiskFull)
+		if noSpace {
+			if r.s.noSpace.Or(spaceDispatch)&spaceDispatch == 0 {
+				r.log.WithFields(logrus.Fields{"topic": req.Topic, "queueId": req.QueueID, "offset": req.CommitLogOffset}).
+					WithError(err).Error("disk full: dispatch waits for space, writes are refused until then")
+			}
+		} else if err == nil && r.s.noSpace.Load()&spaceDispatch != 0 && r.s.noSpace.And(^spaceDispatch)&spaceDispatch != 0 {
+			r.log.WithField("offset", req.CommitLogOffset).Info("disk space available again: dispatch goes on")
+		}
+		switch {
+		case err == nil:
+			return queued, reputCaughtUp
+		case inline:
+			return false, reputDeferred
+		}
+		select {
+		case <-r.stop:
+			return false, reputStopped
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, dispatchNoSpaceMaxWait)
+	}
+}
+
+// dispatchOnce is one attempt at dispatch's work. It returns an error only
+// when the record must be tried again: a lack of disk space, or inline a
+// consume-queue write worth retrying. Other failures are logged and the
+// record counts as done: retried consume-queue writes (dispatchRetries in
+// the loop), an index that cannot take the keys.
+func (r *reputService) dispatchOnce(req *DispatchRequest, inline bool) (queued bool, retry error) {
 	s := r.s
 	if s.wasDeleted(req.Topic, req.CommitLogOffset) {
-		return false, false
+		return false, nil
 	}
 	if tt := message.TransactionType(req.SysFlag); tt == message.TransactionNotType || tt == message.TransactionCommitType {
 		cq, err := s.consumeQueueOrCreate(req.Topic, req.QueueID)
@@ -334,11 +379,11 @@ func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued, defe
 			e := CQEntry{CommitLogOffset: req.CommitLogOffset, Size: req.MsgSize, TagsCode: req.TagsCode}
 			for try := 0; ; try++ {
 				if err = cq.Put(e, req.ConsumeQueueOffset); err == nil || errors.Is(err, ErrCQOrder) ||
-					errors.Is(err, ErrCQDestroyed) || try >= dispatchRetries {
+					errors.Is(err, ErrCQDestroyed) || errors.Is(err, ErrDiskFull) || try >= dispatchRetries {
 					break
 				}
 				if inline {
-					return false, true
+					return false, err
 				}
 				select {
 				case <-r.stop:
@@ -348,6 +393,8 @@ func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued, defe
 			}
 		}
 		switch {
+		case errors.Is(err, ErrDiskFull):
+			return false, err
 		case errors.Is(err, ErrCQDestroyed):
 			// The topic was deleted under us: the message is not queued.
 		case err != nil:
@@ -360,9 +407,13 @@ func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued, defe
 	}
 	if s.index != nil {
 		if err := s.index.BuildIndex(req.Topic, req.Keys, req.UniqKey, req.SysFlag, req.CommitLogOffset, req.StoreTimestamp); err != nil {
+			if errors.Is(err, ErrDiskFull) {
+				// The consume-queue entry stays; writing it again is a no-op.
+				return queued, err
+			}
 			r.log.WithFields(logrus.Fields{"topic": req.Topic, "offset": req.CommitLogOffset}).
 				WithError(err).Error("dispatch: index write failed")
 		}
 	}
-	return queued, false
+	return queued, nil
 }

@@ -451,9 +451,28 @@ func (q *MappedFileQueue) deleteFirstWhile(pred func(mf *MappedFile) bool, max i
 // cleanImmediately), at most 10 per call with interval between deletions.
 // forceTimeout bounds the wait for readers of each file. It returns the
 // number of files deleted.
-func (q *MappedFileQueue) DeleteExpiredByTime(now time.Time, expire, interval, forceTimeout time.Duration, cleanImmediately bool) int {
+//
+// Files ending above keepFrom are kept whatever their age: the owner still
+// needs them (the commitlog passes its dispatch position, so a disk so full
+// that dispatch stalled cannot make retention delete undispatched messages).
+// Deleting a file that has not expired (cleanImmediately) is logged at warn
+// level with the offsets it takes.
+func (q *MappedFileQueue) DeleteExpiredByTime(now time.Time, expire, interval, forceTimeout time.Duration, cleanImmediately bool, keepFrom int64) int {
 	return q.deleteFirstWhile(func(mf *MappedFile) bool {
-		return cleanImmediately || !now.Before(mf.LastModified().Add(expire))
+		if mf.fileFromOffset+int64(mf.fileSize) > keepFrom {
+			return false
+		}
+		lastModified := mf.LastModified()
+		if !now.Before(lastModified.Add(expire)) {
+			return true
+		}
+		if cleanImmediately {
+			q.log.WithFields(logrus.Fields{
+				"file": mf.path, "fromOffset": mf.fileFromOffset, "toOffset": mf.fileFromOffset + int64(mf.WrotePosition()),
+				"lastModified": lastModified,
+			}).Warn("disk above the force-clean ratio: deleting a file before its reserved time")
+		}
+		return cleanImmediately
 	}, deleteFilesBatchMax, interval, forceTimeout)
 }
 

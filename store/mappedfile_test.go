@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -185,9 +186,9 @@ func TestMappedFileQueueLifecycle(t *testing.T) {
 	// Delete by time never deletes the last file.
 	fillFile(t, q, 3*size)
 	require.Equal(t, 5, q.Len())
-	n := q.DeleteExpiredByTime(time.Now(), time.Hour, 0, time.Second, false)
+	n := q.DeleteExpiredByTime(time.Now(), time.Hour, 0, time.Second, false, math.MaxInt64)
 	assert.Equal(t, 0, n, "nothing is an hour old")
-	n = q.DeleteExpiredByTime(time.Now().Add(2*time.Hour), time.Hour, 0, time.Second, false)
+	n = q.DeleteExpiredByTime(time.Now().Add(2*time.Hour), time.Hour, 0, time.Second, false, math.MaxInt64)
 	assert.Equal(t, 4, n)
 	assert.Equal(t, 1, q.Len())
 	assert.EqualValues(t, 4*size, q.MinOffset())

@@ -13,10 +13,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrDiskFull is the cause of a ServiceNotAvailable put while the disk is
-// used above DiskWarningRatio; writes resume once cleaning brings it under
-// DiskForceCleanRatio.
+// ErrDiskFull is the cause of a ServiceNotAvailable put for lack of disk
+// space: the disk is used above DiskWarningRatio (writes resume once
+// cleaning brings it under DiskForceCleanRatio), a file could not get its
+// blocks, or dispatch waits for room for consume-queue or index entries.
 var ErrDiskFull = errors.New("store: disk full, writes refused until space is freed")
+
+// errDispatchNoSpace refuses puts while dispatch waits for disk space:
+// stored messages would not reach their consume queues until it has some.
+var errDispatchNoSpace = fmt.Errorf("%w (consume-queue or index entries cannot be written)", ErrDiskFull)
+
+// Reasons for refusing writes for lack of space (Store.noSpace bits).
+const (
+	// spaceRatio: usage above DiskWarningRatio; the clean loop sets and
+	// clears it.
+	spaceRatio uint32 = 1 << iota
+	// spaceDispatch: dispatch could not reserve blocks for a consume-queue
+	// or index entry; dispatch clears it once it writes again.
+	spaceDispatch
+)
 
 // manualDeleteRounds is how many clean rounds a manual delete request forces
 // (RocketMQ's MAX_MANUAL_DELETE_FILE_TIMES).
@@ -43,7 +58,7 @@ func statfsUsage(path string) (float64, error) {
 }
 
 // DiskFull reports whether writes are refused for lack of space.
-func (s *Store) DiskFull() bool { return s.diskFull.Load() }
+func (s *Store) DiskFull() bool { return s.noSpace.Load() != 0 }
 
 // ExecuteDeleteFilesManually makes the next rounds of the clean loop delete
 // expired files regardless of deleteWhen (mqadmin deleteExpiredCommitLog).
@@ -108,26 +123,35 @@ func (s *Store) isTimeToDelete() bool {
 	return false
 }
 
-// cleanCommitLog applies RocketMQ's CleanCommitLogService: above
-// DiskWarningRatio writes stop and deletion ignores age, above
-// DiskForceCleanRatio deletion ignores age, under it writes resume; files
-// older than FileReservedTime go at DeleteWhen or above DiskMaxUsedSpaceRatio.
-func (s *Store) cleanCommitLog() {
-	ratio := s.diskRatio()
-	cleanImmediately := false
+// checkDiskSpace sets or clears the refusal of writes for disk usage (above
+// DiskWarningRatio writes stop; they resume under DiskForceCleanRatio) and
+// returns the usage and whether cleaning should ignore age (above
+// DiskForceCleanRatio). Open calls it too, so a store opened on a full disk
+// starts read-only instead of accepting writes until the first clean round.
+func (s *Store) checkDiskSpace() (ratio float64, cleanImmediately bool) {
+	ratio = s.diskRatio()
 	switch {
 	case ratio > float64(s.cfg.DiskWarningRatio)/100:
-		if !s.diskFull.Swap(true) {
+		if s.noSpace.Or(spaceRatio)&spaceRatio == 0 {
 			s.log.WithField("usage", ratio).Error("disk almost full: refusing writes until space is freed")
 		}
 		cleanImmediately = true
 	case ratio > float64(s.cfg.DiskForceCleanRatio)/100:
 		cleanImmediately = true
 	default:
-		if s.diskFull.Swap(false) {
+		if s.noSpace.And(^spaceRatio)&spaceRatio != 0 {
 			s.log.WithField("usage", ratio).Info("disk space available again: accepting writes")
 		}
 	}
+	return ratio, cleanImmediately
+}
+
+// cleanCommitLog applies RocketMQ's CleanCommitLogService: above
+// DiskWarningRatio writes stop and deletion ignores age, above
+// DiskForceCleanRatio deletion ignores age, under it writes resume; files
+// older than FileReservedTime go at DeleteWhen or above DiskMaxUsedSpaceRatio.
+func (s *Store) cleanCommitLog() {
+	ratio, cleanImmediately := s.checkDiskSpace()
 	spaceToDelete := ratio < 0 || ratio > float64(s.cfg.DiskMaxUsedSpaceRatio)/100
 	manual := s.clean.manualRounds.Load() > 0
 	if manual {
@@ -136,6 +160,7 @@ func (s *Store) cleanCommitLog() {
 	if !s.isTimeToDelete() && !spaceToDelete && !manual {
 		return
 	}
+	cleanImmediately = cleanImmediately && s.cfg.CleanFileForcibly
 	n := s.commitLog.DeleteExpiredFiles(s.now(), s.cfg.FileReservedTime, s.cfg.DeleteFilesInterval,
 		s.cfg.DestroyMappedFileForce, cleanImmediately)
 	if n > 0 {

@@ -96,7 +96,9 @@ type Store struct {
 	// to the checkpoint after the consume queues are flushed.
 	logicsTs atomic.Int64
 
-	diskFull     atomic.Bool
+	// noSpace holds the reasons (space* bits) writes are refused for lack
+	// of disk space; one atomic load on the put path covers them all.
+	noSpace      atomic.Uint32
 	shutdown     atomic.Bool
 	shutdownOnce sync.Once
 	stop         chan struct{}
@@ -396,17 +398,26 @@ func (s *Store) abnormalDispatchStart() int64 {
 // start launches the loops, waits for the dispatch to catch up and marks the
 // store as running (abort file) until a clean Shutdown.
 func (s *Store) start() {
+	s.checkDiskSpace()
 	s.commitLog.SetCheckpoint(s.checkpoint)
 	// Appenders dispatch their own records right after the append, before
 	// a SYNC_FLUSH wait, instead of waking the dispatch loop (a thread wake
 	// per message and a hop before a long poll sees it).
 	s.commitLog.SetAppendHook(s.reput.dispatchNow)
+	// Retention never deletes what dispatch has not reached (a disk so
+	// full that dispatch waits for space is exactly when it cleans hardest).
+	s.commitLog.SetRetentionFloor(s.reput.reputFrom.Load)
 	s.commitLog.Start()
 	s.reput.start(s.reput.reputFrom.Load())
 	// RocketMQ's start blocks until dispatch caught up, so the first reads
 	// after Open see every recovered message.
 	last, lastMove := s.reput.reputFrom.Load(), time.Now()
 	for s.reput.behind() > 0 {
+		if s.noSpace.Load()&spaceDispatch != 0 {
+			s.log.WithField("dispatchFrom", s.reput.reputFrom.Load()).
+				Error("disk full: opening read-only, dispatch goes on once there is space")
+			break
+		}
 		time.Sleep(time.Millisecond)
 		if cur := s.reput.reputFrom.Load(); cur != last {
 			last, lastMove = cur, time.Now()
@@ -560,8 +571,12 @@ func (s *Store) checkWritable() (PutResult, bool) {
 	switch {
 	case s.shutdown.Load():
 		return PutResult{Status: ServiceNotAvailable, Err: ErrShutdown}, true
-	case s.diskFull.Load():
-		return PutResult{Status: ServiceNotAvailable, Err: ErrDiskFull}, true
+	case s.noSpace.Load() != 0:
+		err := ErrDiskFull
+		if s.noSpace.Load()&spaceRatio == 0 {
+			err = errDispatchNoSpace
+		}
+		return PutResult{Status: ServiceNotAvailable, Err: err}, true
 	}
 	return PutResult{}, false
 }

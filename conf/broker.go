@@ -171,6 +171,13 @@ type BrokerConfig struct {
 	FileReservedTime int `mapstructure:"fileReservedTime"`
 	// DiskMaxUsedSpaceRatio (percent) starts deleting regardless of deleteWhen.
 	DiskMaxUsedSpaceRatio int `mapstructure:"diskMaxUsedSpaceRatio"`
+	// DiskSpaceWarningLevelRatio (percent, RocketMQ 5's key) refuses writes above it.
+	DiskSpaceWarningLevelRatio int `mapstructure:"diskSpaceWarningLevelRatio"`
+	// DiskSpaceCleanForciblyRatio (percent, RocketMQ 5's key) deletes files before they expire above it.
+	DiskSpaceCleanForciblyRatio int `mapstructure:"diskSpaceCleanForciblyRatio"`
+	// CleanFileForciblyEnable allows deleting unexpired files when the disk is above the force-clean
+	// ratio; false keeps every message until fileReservedTime, refusing writes instead.
+	CleanFileForciblyEnable bool `mapstructure:"cleanFileForciblyEnable"`
 	// CleanResourceInterval is how often, in ms, retention runs.
 	CleanResourceInterval int `mapstructure:"cleanResourceInterval"`
 	// DeleteCommitLogFilesInterval is the pause, in ms, between two file deletions.
@@ -289,6 +296,9 @@ func DefaultBrokerConfig() BrokerConfig {
 		DeleteWhen:                        "04",
 		FileReservedTime:                  72,
 		DiskMaxUsedSpaceRatio:             75,
+		DiskSpaceWarningLevelRatio:        90,
+		DiskSpaceCleanForciblyRatio:       85,
+		CleanFileForciblyEnable:           true,
 		CleanResourceInterval:             10000,
 		DeleteCommitLogFilesInterval:      100,
 		DestroyMapedFileIntervalForcibly:  120000,
@@ -376,6 +386,10 @@ func (c *BrokerConfig) Validate() error {
 		return bad("maxMessageSize", c.MaxMessageSize, "must be at least 1 byte")
 	case c.DiskMaxUsedSpaceRatio < 10 || c.DiskMaxUsedSpaceRatio > 95:
 		return bad("diskMaxUsedSpaceRatio", c.DiskMaxUsedSpaceRatio, "must be 10-95")
+	case c.DiskSpaceWarningLevelRatio < 35 || c.DiskSpaceWarningLevelRatio > 99:
+		return bad("diskSpaceWarningLevelRatio", c.DiskSpaceWarningLevelRatio, "must be 35-99")
+	case c.DiskSpaceCleanForciblyRatio < 30 || c.DiskSpaceCleanForciblyRatio > 99:
+		return bad("diskSpaceCleanForciblyRatio", c.DiskSpaceCleanForciblyRatio, "must be 30-99")
 	case c.ServerSelectorThreads < 0 || c.ServerSelectorThreads > 256:
 		return bad("serverSelectorThreads", c.ServerSelectorThreads, "must be 0-256")
 	case c.TransactionCheckMax < 1:
@@ -568,6 +582,9 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 	sc.DeleteWhen = c.DeleteWhen
 	sc.FileReservedTime = time.Duration(c.FileReservedTime) * time.Hour
 	sc.DiskMaxUsedSpaceRatio = c.DiskMaxUsedSpaceRatio
+	sc.DiskWarningRatio = c.DiskSpaceWarningLevelRatio
+	sc.DiskForceCleanRatio = c.DiskSpaceCleanForciblyRatio
+	sc.CleanFileForcibly = c.CleanFileForciblyEnable
 	sc.DeleteFilesInterval = ms(int64(c.DeleteCommitLogFilesInterval))
 	sc.DestroyMappedFileForce = ms(int64(c.DestroyMapedFileIntervalForcibly))
 	sc.CleanResourceInterval = ms(int64(c.CleanResourceInterval))

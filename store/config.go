@@ -57,8 +57,9 @@ type Config struct {
 	DeleteWhen               string        // deleteWhen: hours of the day, ';'-separated ("04")
 	FileReservedTime         time.Duration // fileReservedTime (72 h)
 	DiskMaxUsedSpaceRatio    int           // diskMaxUsedSpaceRatio (75): start cleaning regardless of deleteWhen
-	DiskForceCleanRatio      int           // above this (85) delete regardless of age
-	DiskWarningRatio         int           // above this (90) refuse writes
+	DiskForceCleanRatio      int           // diskSpaceCleanForciblyRatio (85): above it delete regardless of age
+	DiskWarningRatio         int           // diskSpaceWarningLevelRatio (90): above it refuse writes
+	CleanFileForcibly        bool          // cleanFileForciblyEnable (true): false keeps files until they expire, however full the disk
 	DeleteFilesInterval      time.Duration // deleteCommitLogFilesInterval (100 ms between two deletions)
 	DestroyMappedFileForce   time.Duration // destroyMapedFileIntervalForcibly (120 s): unmap even if held
 	CleanResourceInterval    time.Duration // cleanResourceInterval (10 s)
@@ -88,6 +89,7 @@ func DefaultConfig(dir string) *Config {
 		DiskMaxUsedSpaceRatio:    75,
 		DiskForceCleanRatio:      85,
 		DiskWarningRatio:         90,
+		CleanFileForcibly:        true,
 		DeleteFilesInterval:      100 * time.Millisecond,
 		DestroyMappedFileForce:   120 * time.Second,
 		CleanResourceInterval:    10 * time.Second,

@@ -235,3 +235,23 @@ func TestStatfsUsage(t *testing.T) {
 	_, err = statfsUsage(filepath.Join(t.TempDir(), "missing"))
 	assert.Error(t, err)
 }
+
+// With cleanFileForciblyEnable=false a full disk refuses writes but deletes
+// nothing before it expires: no stored message is given up for space.
+func TestRetentionNoForcedCleaning(t *testing.T) {
+	cfg := testConfig(t.TempDir(), AsyncFlush)
+	cfg.CleanFileForcibly = false
+	env := newTestEnv(time.Now(), 0.1)
+	s := MustOpen(t, cfg, env.options()...)
+	for i := 0; i < 400; i++ {
+		mustPut(t, s, newTestMessage("T", 0, body(i, 8000), "", ""))
+	}
+	waitDispatched(t, s)
+	files := s.CommitLog().Files().Len()
+	require.GreaterOrEqual(t, files, 3)
+	env.setUsage(0.99)
+	s.RunCleanRound()
+	assert.True(t, s.DiskFull())
+	assert.Equal(t, files, s.CommitLog().Files().Len(), "nothing deleted before its time")
+	assert.Zero(t, s.MinOffsetInQueue("T", 0))
+}

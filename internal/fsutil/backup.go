@@ -43,9 +43,9 @@ var linkFile = os.Link
 //
 //  1. data goes to a temporary file T in the same directory, fsynced;
 //  2. when path exists, a hard link to it under a temporary name is renamed
-//     over path.bak: the backup now is the current content (the same inode,
-//     safe to share because path is only ever replaced, never written in
-//     place);
+//     over path.bak: the backup now is the current content (the same inode
+//     until step 3 gives path a new one; path is only ever replaced, never
+//     written in place);
 //  3. T is renamed over path;
 //  4. the directory is fsynced.
 //
@@ -75,34 +75,39 @@ func WriteFileWithBackup(path string, data []byte, perm os.FileMode) error {
 // backup makes path.bak hold path's current content (step 2 of
 // WriteFileWithBackup); nothing to do when path does not exist.
 func backup(path string) error {
-	bak := path + BackupSuffix
-	dir, base := filepath.Split(path)
-	var tmp string
-	var err error
-	// A name no one else holds: like os.CreateTemp's, but for a link.
-	for range 100 {
-		tmp = filepath.Join(dir, "."+base+BackupSuffix+".tmp"+strconv.FormatUint(uint64(rand.Uint32()), 10))
-		if err = linkFile(path, tmp); !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	tmp, err := cloneToTemp(path, "."+filepath.Base(path)+BackupSuffix+".tmp")
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil // the first write: no previous content
-	case err != nil:
-		// No hard links here: copy the content instead.
-		if tmp, err = copyToTemp(path, "."+base+BackupSuffix+".tmp*"); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
 	}
+	if err != nil {
+		return err
+	}
+	bak := path + BackupSuffix
 	if err := os.Rename(tmp, bak); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("fsutil: rename %s to %s: %w", tmp, bak, err)
 	}
 	return nil
+}
+
+// cloneToTemp gives src's content a second name in its directory,
+// prefix<digits>: a hard link, or a fsynced copy where the file system has
+// no hard links. An error wraps fs.ErrNotExist when src does not exist.
+func cloneToTemp(src, prefix string) (string, error) {
+	dir := filepath.Dir(src)
+	var tmp string
+	var err error
+	// A name no one else holds: like os.CreateTemp's, but for a link.
+	for range 100 {
+		tmp = filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		if err = linkFile(src, tmp); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err == nil || errors.Is(err, fs.ErrNotExist) {
+		return tmp, err
+	}
+	return copyToTemp(src, prefix+"*")
 }
 
 // copyToTemp copies src to a new, fsynced temporary file in its directory
@@ -146,9 +151,10 @@ func copyToTemp(src, pattern string) (string, error) {
 //   - path loads: its value;
 //   - path does not, the backup does: the backup's value, with a warning
 //     naming both files and why path was passed over. A damaged path is
-//     first renamed aside (path.corrupt-<unix seconds>), so the next
-//     WriteFileWithBackup keeps the good backup instead of backing up the
-//     damage;
+//     renamed aside (path.corrupt-<unix seconds>) and path is given a copy
+//     of the backup's content, so the next WriteFileWithBackup keeps a good
+//     backup instead of backing up the damage, and the next start does not
+//     warn again;
 //   - neither exists: found is false and err nil (start from defaults);
 //   - otherwise ErrNoValidCopy, naming both files and their faults.
 //
@@ -159,11 +165,12 @@ func copyToTemp(src, pattern string) (string, error) {
 // it before anything writes path. log may be nil.
 func LoadWithBackup[T any](path string, log logrus.FieldLogger, parse func(data []byte) (T, error)) (v T, found bool, err error) {
 	removeStaleTemps(path, log)
+	bak := path + BackupSuffix
 	v, mainErr := readAndParse(path, parse)
 	if mainErr == nil {
+		separate(path, bak, log)
 		return v, true, nil
 	}
-	bak := path + BackupSuffix
 	bv, bakErr := readAndParse(bak, parse)
 	mainMissing := errors.Is(mainErr, fs.ErrNotExist)
 	switch {
@@ -179,6 +186,9 @@ func LoadWithBackup[T any](path string, log logrus.FieldLogger, parse func(data 
 			}
 			fields["movedTo"] = aside
 		}
+		if err := restore(path, bak); err != nil {
+			return v, false, err
+		}
 		if log != nil {
 			log.WithFields(fields).Warn("metadata file does not load; loaded its backup")
 		}
@@ -188,6 +198,49 @@ func LoadWithBackup[T any](path string, log logrus.FieldLogger, parse func(data 
 	default:
 		return v, false, fmt.Errorf("%w: %s: %w; %s: %w", ErrNoValidCopy, path, mainErr, bak, bakErr)
 	}
+}
+
+// separate replaces bak by a copy of itself when it is the same file as
+// path: a write that crashed between its backup and its rename leaves the
+// two names on one inode, which one bad sector would damage together.
+// Failing, it only warns: path loaded.
+func separate(path, bak string, log logrus.FieldLogger) {
+	a, err := os.Stat(path)
+	if err != nil {
+		return
+	}
+	b, err := os.Stat(bak)
+	if err != nil || !os.SameFile(a, b) {
+		return
+	}
+	tmp, err := copyToTemp(bak, "."+filepath.Base(bak)+".tmp*")
+	if err == nil {
+		if err = os.Rename(tmp, bak); err != nil {
+			_ = os.Remove(tmp)
+		}
+	}
+	if err == nil {
+		err = SyncDir(filepath.Dir(bak))
+	}
+	if err != nil && log != nil {
+		log.WithError(err).WithField("file", bak).Warn("cannot make the backup a file of its own")
+	}
+}
+
+// restore gives the missing path a copy of bak's content (fsynced, renamed
+// into place) and makes the name durable. A copy, not a link: the two must
+// not share blocks that one bad sector or an in-place edit would damage
+// together.
+func restore(path, bak string) error {
+	tmp, err := copyToTemp(bak, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("fsutil: restore %s from %s: %w", path, bak, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("fsutil: restore %s from %s: %w", path, bak, err)
+	}
+	return SyncDir(filepath.Dir(path))
 }
 
 // readAndParse reads path and parses it; its errors say what is wrong
@@ -233,9 +286,8 @@ func removeStaleTemps(path string, log logrus.FieldLogger) {
 }
 
 // DecodeJSONObject is json.Unmarshal for a metadata file whose top level
-// must be an object: a bare null, number or string (which json.Unmarshal
-// takes into a struct without complaint, leaving it empty) is damage, not
-// an empty table.
+// must be an object: a bare null, which json.Unmarshal takes without
+// complaint and leaves the value empty, is damage, not an empty table.
 func DecodeJSONObject(data []byte, v any) error {
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return errors.New("not a JSON object")

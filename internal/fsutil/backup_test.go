@@ -62,6 +62,7 @@ func TestWriteFileWithBackup(t *testing.T) {
 	assert.Equal(t, `{"n":3}`, readString(t, path))
 	assert.Equal(t, `{"n":2}`, readString(t, path+BackupSuffix), "the backup is the version just replaced")
 	assert.Equal(t, []string{"topics.json", "topics.json.bak"}, dirNames(t, dir), "no temporary file left behind")
+	assertDistinct(t, path)
 
 	assert.Error(t, WriteFileWithBackup(filepath.Join(dir, "missing", "x.json"), []byte("x"), 0o644))
 }
@@ -75,6 +76,15 @@ func TestWriteFileWithBackupWithoutHardLinks(t *testing.T) {
 	require.NoError(t, WriteFileWithBackup(path, []byte(`{"n":2}`), 0o644))
 	assert.Equal(t, `{"n":2}`, readString(t, path))
 	assert.Equal(t, `{"n":1}`, readString(t, path+BackupSuffix), "copied instead of linked")
+	assert.Equal(t, []string{"consumerOffset.json", "consumerOffset.json.bak"}, dirNames(t, dir))
+
+	// A fallback restores the file by a copy too.
+	require.NoError(t, os.Remove(path))
+	v, found, err := LoadWithBackup(path, nil, parseTable)
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Equal(t, 1, v.N)
+	assert.Equal(t, `{"n":1}`, readString(t, path))
 	assert.Equal(t, []string{"consumerOffset.json", "consumerOffset.json.bak"}, dirNames(t, dir))
 }
 
@@ -136,6 +146,7 @@ func TestWriteFileWithBackupCrashBetweenSteps(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, st.want, v.N)
 			assert.Equal(t, []string{"t.json", "t.json.bak"}, dirNames(t, dir), "stray temporary files removed")
+			assertDistinct(t, path)
 
 			require.NoError(t, WriteFileWithBackup(path, []byte(`{"n":7}`), 0o644))
 			assert.Equal(t, `{"n":7}`, readString(t, path))
@@ -209,6 +220,14 @@ func TestLoadWithBackup(t *testing.T) {
 			assert.Equal(t, path, warned.Data["file"])
 			assert.Equal(t, path+BackupSuffix, warned.Data["backup"])
 			assert.NotEmpty(t, warned.Data["reason"])
+			assert.Equal(t, *tc.bak, readString(t, path), "the file has the backup's content again")
+			assertDistinct(t, path)
+			hook.Reset()
+			v, found, err = LoadWithBackup(path, log, parseTable)
+			require.NoError(t, err)
+			assert.True(t, found)
+			assert.Equal(t, tc.want, v.N)
+			assert.Empty(t, hook.AllEntries(), "the next start has nothing to warn about")
 			aside, _ := filepath.Glob(path + ".corrupt-*")
 			if tc.movedAside {
 				require.Len(t, aside, 1, "the damaged file is kept aside")
@@ -263,3 +282,14 @@ func TestDecodeJSONObject(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// assertDistinct checks that path and its backup are separate files, so
+// damage to one (a bad sector, an edit in place) leaves the other whole.
+func assertDistinct(t *testing.T, path string) {
+	t.Helper()
+	a, err := os.Stat(path)
+	require.NoError(t, err)
+	b, err := os.Stat(path + BackupSuffix)
+	require.NoError(t, err)
+	assert.False(t, os.SameFile(a, b), "%s and its backup share their blocks", path)
+}

@@ -10,11 +10,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
-// ErrBadOffsetFile is returned when consumerOffset.json exists but does not
-// parse; the broker refuses to start rather than silently resetting every
-// group's position.
+// ErrBadOffsetFile is returned when consumerOffset.json (and its .bak) or
+// a copied offset table does not parse; the broker refuses to start rather
+// than silently resetting every group's position.
 var ErrBadOffsetFile = errors.New("broker: consumer offset file does not parse")
 
 // offsetKeySeparator joins topic and group in the table's keys, as
@@ -30,6 +34,7 @@ const offsetKeySeparator = "@"
 // forms, Persist writes standard JSON (which fastjson also reads).
 type ConsumerOffsetManager struct {
 	path string
+	log  logrus.FieldLogger
 
 	mu    sync.RWMutex // guards table and version
 	table map[string]map[int32]int64
@@ -41,8 +46,8 @@ type ConsumerOffsetManager struct {
 }
 
 // NewConsumerOffsetManager returns an empty manager that persists to path.
-func NewConsumerOffsetManager(path string) *ConsumerOffsetManager {
-	return &ConsumerOffsetManager{path: path, table: make(map[string]map[int32]int64)}
+func NewConsumerOffsetManager(path string, log logrus.FieldLogger) *ConsumerOffsetManager {
+	return &ConsumerOffsetManager{path: path, log: log.WithField("component", "offsets"), table: make(map[string]map[int32]int64)}
 }
 
 // offsetFile is the JSON shape of consumerOffset.json.
@@ -55,16 +60,15 @@ type offsetFile struct {
 // so the pattern cannot match inside a name.
 var fastjsonIntKey = regexp.MustCompile(`([{,]\s*)(-?\d+)(\s*:)`)
 
-// Load reads the file; a missing file is an empty table.
+// Load reads the file, or its .bak when it is damaged (loadMetadataFile);
+// with neither the table is empty.
 func (m *ConsumerOffsetManager) Load() error {
-	data, err := os.ReadFile(m.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
+	table, found, err := loadMetadataFile(m.path, "consumer offsets", m.log, parseOffsetTable)
+	if err != nil || !found {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("broker: read %s: %w", m.path, err)
-	}
-	return m.Restore(data)
+	m.swap(table)
+	return nil
 }
 
 // Restore replaces the table with the content of a consumerOffset.json (or
@@ -74,32 +78,48 @@ func (m *ConsumerOffsetManager) Restore(data []byte) error {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil
 	}
+	table, err := parseOffsetTable(data)
+	if err != nil {
+		return err
+	}
+	m.swap(table)
+	return nil
+}
+
+// swap makes table the manager's table.
+func (m *ConsumerOffsetManager) swap(table map[string]map[int32]int64) {
+	m.mu.Lock()
+	m.table = table
+	m.version++
+	m.mu.Unlock()
+}
+
+// parseOffsetTable decodes consumerOffset.json (either key form) into a new
+// table; errors wrap ErrBadOffsetFile.
+func parseOffsetTable(data []byte) (map[string]map[int32]int64, error) {
 	var f offsetFile
-	if err := json.Unmarshal(data, &f); err != nil {
-		if err2 := json.Unmarshal(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &f); err2 != nil {
-			return fmt.Errorf("%w: %s: %w", ErrBadOffsetFile, m.path, err)
+	if err := fsutil.DecodeJSONObject(data, &f); err != nil {
+		f = offsetFile{} // a failed decode may have filled part of it
+		if err2 := fsutil.DecodeJSONObject(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &f); err2 != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadOffsetFile, err)
 		}
 	}
 	table := make(map[string]map[int32]int64, len(f.OffsetTable))
 	for key, queues := range f.OffsetTable {
 		if !strings.Contains(key, offsetKeySeparator) {
-			return fmt.Errorf("%w: %s: key %q is not topic@group", ErrBadOffsetFile, m.path, key)
+			return nil, fmt.Errorf("%w: key %q is not topic@group", ErrBadOffsetFile, key)
 		}
 		q := make(map[int32]int64, len(queues))
 		for id, off := range queues {
 			n, err := strconv.ParseInt(id, 10, 32)
 			if err != nil {
-				return fmt.Errorf("%w: %s: queue id %q of %s", ErrBadOffsetFile, m.path, id, key)
+				return nil, fmt.Errorf("%w: queue id %q of %s", ErrBadOffsetFile, id, key)
 			}
 			q[int32(n)] = off
 		}
 		table[key] = q
 	}
-	m.mu.Lock()
-	m.table = table
-	m.version++
-	m.mu.Unlock()
-	return nil
+	return table, nil
 }
 
 // Encode renders the table as consumerOffset.json's content, keys sorted so

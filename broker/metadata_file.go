@@ -7,26 +7,45 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 // metadataFilePerm is the mode of the JSON files under <root>/config.
 const metadataFilePerm = 0o644
 
-// writeMetadataFile replaces path with data atomically (temp file, fsync,
-// rename, fsync of the directory: fsutil.WriteFileAtomic), creating the
-// directory first, so a crash leaves the old content or the new, never a
-// mix. what names the content in errors. Every metadata file of the broker
-// (topics, subscription groups, consumer and delay offsets, transaction
-// state) is written through here.
+// writeMetadataFile replaces path with data, creating the directory first,
+// and keeps the content it replaces as path.bak (fsutil.WriteFileWithBackup:
+// temp file, fsync, hard link of the old file renamed over the .bak, rename
+// over path, fsync of the directory), so a crash leaves the old content or
+// the new, never a mix, and a file damaged later has its previous version
+// next to it. what names the content in errors. Every metadata file of the
+// broker (topics, subscription groups, consumer and delay offsets,
+// transaction state) is written through here and read back through
+// loadMetadataFile.
 func writeMetadataFile(path, what string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("broker: create %s: %w", filepath.Dir(path), err)
 	}
-	if err := fsutil.WriteFileAtomic(path, data, metadataFilePerm); err != nil {
+	if err := fsutil.WriteFileWithBackup(path, data, metadataFilePerm); err != nil {
 		return fmt.Errorf("broker: persist %s: %w", what, err)
 	}
 	return nil
+}
+
+// loadMetadataFile reads a file writeMetadataFile wrote: path, or when it
+// is missing, empty or does not parse, path.bak with a warning naming both
+// (fsutil.LoadWithBackup). found is false when neither exists. When both
+// exist and neither loads the error names both files: the broker refuses to
+// start rather than run with the table lost. parse must return a fresh
+// value and change nothing else; the caller applies it.
+func loadMetadataFile[T any](path, what string, log logrus.FieldLogger, parse func(data []byte) (T, error)) (v T, found bool, err error) {
+	v, found, err = fsutil.LoadWithBackup(path, log, parse)
+	if err != nil {
+		return v, false, fmt.Errorf("broker: load %s: %w", what, err)
+	}
+	return v, found, nil
 }
 
 // writeMetadataJSON is writeMetadataFile with v as indented JSON, for people

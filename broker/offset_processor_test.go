@@ -127,7 +127,7 @@ func TestOffsetQueries(t *testing.T) {
 	// GET_ALL_CONSUMER_OFFSET is consumerOffset.json's content.
 	resp = q(remoting.GetAllConsumerOffset, nil)
 	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
-	copied := NewConsumerOffsetManager(filepath.Join(t.TempDir(), "x.json"))
+	copied := NewConsumerOffsetManager(filepath.Join(t.TempDir(), "x.json"), baLogger())
 	require.NoError(t, copied.Restore(resp.Body))
 	assert.Equal(t, int64(2), copied.Query("cg", "OQ", 1))
 }

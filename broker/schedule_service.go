@@ -2,10 +2,7 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/store"
 )
@@ -109,24 +107,24 @@ type delayOffsetTable struct {
 	OffsetTable map[int32]int64 `json:"offsetTable"`
 }
 
-// load reads delayOffset.json (absent: every level starts at its queue's
-// min offset) and clamps each offset into its queue.
+// load reads delayOffset.json, or its .bak when it is damaged
+// (loadMetadataFile; neither: every level starts at its queue's min offset),
+// and clamps each offset into its queue.
 func (s *scheduleService) load() error {
-	data, err := os.ReadFile(s.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("broker: read %s: %w", s.path, err)
-	default:
+	t, _, err := loadMetadataFile(s.path, "delay offsets", s.log, func(data []byte) (delayOffsetTable, error) {
 		var t delayOffsetTable
 		// fastjsonIntKey (consumer_offset_manager.go) quotes the integer
 		// keys a Java broker writes ({1:5}), so its file loads too.
-		if err := json.Unmarshal(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &t); err != nil {
-			return fmt.Errorf("broker: %s is not a delay offset table: %w", s.path, err)
+		if err := fsutil.DecodeJSONObject(fastjsonIntKey.ReplaceAll(data, []byte(`$1"$2"$3`)), &t); err != nil {
+			return delayOffsetTable{}, fmt.Errorf("not a delay offset table: %w", err)
 		}
-		for k, v := range t.OffsetTable {
-			s.offsets[k] = v
-		}
+		return t, nil
+	})
+	if err != nil {
+		return err
+	}
+	for k, v := range t.OffsetTable {
+		s.offsets[k] = v
 	}
 	st := s.b.store
 	// Queues of levels no longer configured (messageDelayLevel shortened

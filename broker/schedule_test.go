@@ -230,6 +230,7 @@ func TestDelayOffsetFileFromJavaAndOutOfRange(t *testing.T) {
 	mustShutdownBroker(t, b)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, delayOffsetFile), []byte(`{"offsetTable":`), 0o644))
+	require.NoError(t, os.Remove(filepath.Join(dir, delayOffsetFile+".bak")))
 	b2, err := New(cfg, baLogger())
 	require.NoError(t, err)
 	err = b2.Start()

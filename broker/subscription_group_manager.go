@@ -4,17 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
 // Errors of the subscription group manager.
 var (
 	// ErrBadSubscriptionGroupFile is returned when subscriptionGroup.json
-	// exists but does not parse.
+	// (and its .bak) exists but does not parse.
 	ErrBadSubscriptionGroupFile = errors.New("broker: subscription group file does not parse")
 	// ErrBadGroupName is returned for an empty or over-long group name.
 	ErrBadGroupName = errors.New("broker: bad consumer group name")
@@ -38,6 +40,7 @@ var systemConsumerGroups = []string{
 type SubscriptionGroupManager struct {
 	path       string
 	autoCreate bool
+	log        logrus.FieldLogger
 
 	mu      sync.RWMutex // guards table and version
 	table   map[string]*protocol.SubscriptionGroupConfig
@@ -48,9 +51,9 @@ type SubscriptionGroupManager struct {
 
 // NewSubscriptionGroupManager returns a manager holding the system groups;
 // autoCreate makes Find create unknown groups (autoCreateSubscriptionGroup).
-func NewSubscriptionGroupManager(path string, autoCreate bool) *SubscriptionGroupManager {
+func NewSubscriptionGroupManager(path string, autoCreate bool, log logrus.FieldLogger) *SubscriptionGroupManager {
 	m := &SubscriptionGroupManager{
-		path: path, autoCreate: autoCreate,
+		path: path, autoCreate: autoCreate, log: log.WithField("component", "groups"),
 		table:   make(map[string]*protocol.SubscriptionGroupConfig),
 		version: protocol.NewDataVersion(),
 	}
@@ -60,31 +63,27 @@ func NewSubscriptionGroupManager(path string, autoCreate bool) *SubscriptionGrou
 	return m
 }
 
-// Load reads the file; a missing file keeps the defaults.
+// Load reads the file, or its .bak when it is damaged (loadMetadataFile);
+// with neither the system groups stay alone.
 func (m *SubscriptionGroupManager) Load() error {
-	data, err := os.ReadFile(m.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("broker: read %s: %w", m.path, err)
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return nil
-	}
-	var w protocol.SubscriptionGroupWrapper
-	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrBadSubscriptionGroupFile, m.path, err)
+	w, found, err := loadMetadataFile(m.path, "subscription groups", m.log, func(data []byte) (*protocol.SubscriptionGroupWrapper, error) {
+		var w protocol.SubscriptionGroupWrapper
+		if err := fsutil.DecodeJSONObject(data, &w); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadSubscriptionGroupFile, err)
+		}
+		return &w, nil
+	})
+	if err != nil || !found {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, c := range w.SubscriptionGroupTable {
-		if c == nil {
+		if c == nil || validateGroupName(name) != nil {
+			m.log.WithField("group", name).Warn("skipping an invalid entry of subscriptionGroup.json")
 			continue
 		}
-		if c.GroupName == "" {
-			c.GroupName = name
-		}
+		c.GroupName = name // the key is what Find looks up
 		m.table[name] = c
 	}
 	m.version = w.DataVersion

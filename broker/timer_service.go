@@ -71,6 +71,7 @@ func newTimerService(b *Broker) *timerService {
 		Dir:        filepath.Join(b.cfg.StorePathRootDir, timerDirName),
 		RollWindow: min(timer.DefaultRollWindow, reserved/timerRollsPerRetention),
 		Roll:       t.reput,
+		Log:        t.log,
 	}
 	return t
 }

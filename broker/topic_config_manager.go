@@ -1,10 +1,8 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
@@ -182,25 +181,28 @@ func NewTopicConfigManager(cfg *conf.BrokerConfig, path string, log logrus.Field
 // broker re-registers with the nameservers). Call it before Start.
 func (m *TopicConfigManager) SetOnChange(fn func()) { m.onChange = fn }
 
-// Load reads topics.json when it exists; its entries replace the built-in
-// ones of the same name. A corrupt file is an error: starting without it
-// would silently drop topics.
+// Load reads topics.json, or its .bak when it is damaged
+// (loadMetadataFile); its entries replace the built-in ones of the same
+// name. With neither file it writes the built-in table. When neither loads
+// it is an error: starting without them would silently drop topics.
 func (m *TopicConfigManager) Load() error {
-	data, err := os.ReadFile(m.path)
-	if errors.Is(err, os.ErrNotExist) {
-		return m.Persist()
-	}
+	w, found, err := loadMetadataFile(m.path, "topics", m.log, func(data []byte) (*protocol.TopicConfigSerializeWrapper, error) {
+		var w protocol.TopicConfigSerializeWrapper
+		if err := fsutil.DecodeJSONObject(data, &w); err != nil {
+			return nil, fmt.Errorf("not a topic table: %w", err)
+		}
+		return &w, nil
+	})
 	if err != nil {
-		return fmt.Errorf("broker: read %s: %w", m.path, err)
+		return err
 	}
-	var w protocol.TopicConfigSerializeWrapper
-	if err := json.Unmarshal(data, &w); err != nil {
-		return fmt.Errorf("broker: %s is not a topic table (fix or move it aside): %w", m.path, err)
+	if !found {
+		return m.Persist()
 	}
 	m.mu.Lock()
 	n := 0
 	for name, tc := range w.TopicConfigTable {
-		if tc == nil || ValidateTopic(name) != nil {
+		if tc == nil || ValidateTopic(name) != nil || !loadableQueueNums(tc) {
 			m.log.WithField("topic", name).Warn("skipping an invalid entry of topics.json")
 			continue
 		}
@@ -267,6 +269,16 @@ func (m *TopicConfigManager) Wrapper() *protocol.TopicConfigSerializeWrapper {
 		w.TopicConfigTable[name] = &c
 	}
 	return w
+}
+
+// loadableQueueNums tells whether a topics.json entry's numbers are ones a
+// broker could have written: queue numbers within our bound (0 allowed, as
+// an admin may close a side) and perm bits only. A damaged entry beyond them
+// would make loops over the queues run for billions of rounds.
+func loadableQueueNums(tc *protocol.TopicConfig) bool {
+	return tc.ReadQueueNums >= 0 && tc.ReadQueueNums <= maxTopicQueueNums &&
+		tc.WriteQueueNums >= 0 && tc.WriteQueueNums <= maxTopicQueueNums &&
+		tc.Perm >= 0 && tc.Perm <= 15
 }
 
 // checkConfig validates a config an admin or client asks for.

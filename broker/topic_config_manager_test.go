@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
@@ -91,10 +92,45 @@ func TestTopicConfigManagerSystemTopicsAndPersist(t *testing.T) {
 	assert.Nil(t, m4.Get(AutoCreateTopicKey))
 	assert.NotNil(t, m4.Get("A"))
 
-	// A corrupt file stops the start instead of losing the topics.
+	// A corrupt file falls back to its .bak: the version before the last
+	// write, which holds A once one more write happened.
+	require.NoError(t, m.Persist())
 	require.NoError(t, os.WriteFile(path, []byte("{not json"), 0o644))
+	m5 := NewTopicConfigManager(testBrokerConfig(t), path, baLogger())
+	require.NoError(t, m5.Load())
+	assert.NotNil(t, m5.Get("A"))
+
+	// With its .bak corrupt too it stops the start instead of losing the
+	// topics.
+	require.NoError(t, os.WriteFile(path, []byte("{not json"), 0o644))
+	require.NoError(t, os.WriteFile(path+fsutil.BackupSuffix, []byte("null"), 0o644))
 	m3 := NewTopicConfigManager(testBrokerConfig(t), path, baLogger())
-	assert.ErrorContains(t, m3.Load(), "not a topic table")
+	err = m3.Load()
+	require.ErrorIs(t, err, fsutil.ErrNoValidCopy)
+	assert.ErrorContains(t, err, "not a topic table")
+	assert.ErrorContains(t, err, path+fsutil.BackupSuffix)
+}
+
+// TestTopicConfigManagerLoadSkipsDamagedEntries: entries with numbers no
+// broker writes are skipped, never trusted (a loop over 2^31 queues).
+func TestTopicConfigManagerLoadSkipsDamagedEntries(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	path := filepath.Join(cfg.StorePathRootDir, "config", "topics.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte(`{"topicConfigTable":{
+		"ok":{"readQueueNums":4,"writeQueueNums":4,"perm":6},
+		"closed":{"readQueueNums":0,"writeQueueNums":0,"perm":6},
+		"huge":{"readQueueNums":2147483647,"writeQueueNums":1,"perm":6},
+		"negative":{"readQueueNums":1,"writeQueueNums":-1,"perm":6},
+		"badperm":{"readQueueNums":1,"writeQueueNums":1,"perm":99},
+		"nil":null},"dataVersion":{"timestamp":1,"counter":9223372036854775807}}`), 0o644))
+	m := NewTopicConfigManager(cfg, path, baLogger())
+	require.NoError(t, m.Load())
+	assert.NotNil(t, m.Get("ok"))
+	assert.NotNil(t, m.Get("closed"))
+	for _, name := range []string{"huge", "negative", "badperm", "nil"} {
+		assert.Nil(t, m.Get(name), name)
+	}
 }
 
 func TestCreateTopicInSendMessageMethod(t *testing.T) {

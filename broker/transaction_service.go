@@ -2,11 +2,9 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
@@ -134,29 +133,61 @@ type transactionState struct {
 	CheckTimes map[string]int32 `json:"checkTimes"`
 }
 
-// load reads the state file and the ops written after it.
+// load reads the state file, or its .bak when it is damaged
+// (loadMetadataFile), and the ops written after it. Offsets beyond the ends
+// of their queues (a damaged number, or queues that lost their tail in a
+// crash the state file outlived) are brought back to the ends and entries
+// beyond them dropped, so new half messages are never taken for resolved
+// ones.
 func (t *transactionService) load() error {
-	data, err := os.ReadFile(t.path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("broker: read %s: %w", t.path, err)
-	default:
+	st, _, err := loadMetadataFile(t.path, "transaction state", t.log, func(data []byte) (transactionState, error) {
 		var st transactionState
-		if err := json.Unmarshal(data, &st); err != nil {
-			return fmt.Errorf("broker: %s is not a transaction state: %w", t.path, err)
+		if err := fsutil.DecodeJSONObject(data, &st); err != nil {
+			return transactionState{}, fmt.Errorf("not a transaction state: %w", err)
 		}
-		t.halfOffset, t.opOffset = st.HalfOffset, st.OpOffset
-		for k, v := range st.Resolved {
-			if n, err := strconv.ParseInt(k, 10, 64); err == nil {
-				t.resolved[n] = v
-			}
+		return st, nil
+	})
+	if err != nil {
+		return err
+	}
+	t.halfOffset, t.opOffset = st.HalfOffset, st.OpOffset
+	for k, v := range st.Resolved {
+		if n, err := strconv.ParseInt(k, 10, 64); err == nil {
+			t.resolved[n] = v
 		}
-		for k, v := range st.CheckTimes {
-			if n, err := strconv.ParseInt(k, 10, 64); err == nil {
-				t.checkTimes[n] = v
-			}
+	}
+	for k, v := range st.CheckTimes {
+		if n, err := strconv.ParseInt(k, 10, 64); err == nil {
+			t.checkTimes[n] = v
 		}
+	}
+	ms := t.b.store
+	maxHalf := ms.MaxOffsetInQueue(TransHalfTopic, 0)
+	if t.halfOffset > maxHalf {
+		t.log.WithFields(logrus.Fields{"halfOffset": t.halfOffset, "max": maxHalf}).Warn("transaction half offset beyond its queue, corrected")
+		t.halfOffset = maxHalf
+	}
+	// Decisions and counts for offsets the queue does not hold would be
+	// taken for those of the half messages stored there next.
+	dropped := 0
+	for n := range t.resolved {
+		if n >= maxHalf {
+			delete(t.resolved, n)
+			dropped++
+		}
+	}
+	for n := range t.checkTimes {
+		if n >= maxHalf {
+			delete(t.checkTimes, n)
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		t.log.WithFields(logrus.Fields{"entries": dropped, "max": maxHalf}).Warn("transaction state entries beyond the half queue dropped")
+	}
+	if maxOp := ms.MaxOffsetInQueue(TransOpHalfTopic, 0); t.opOffset > maxOp {
+		t.log.WithFields(logrus.Fields{"opOffset": t.opOffset, "max": maxOp}).Warn("transaction op offset beyond its queue, corrected")
+		t.opOffset = maxOp
 	}
 	t.loaded = true
 	t.readOps()

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -28,9 +26,10 @@ type kvConfigFile struct {
 
 // KVConfigManager holds the nameserver's namespaced key/value config
 // (PUT_KV_CONFIG...), the only state a nameserver keeps across restarts.
-// Every change is written to disk before it is acknowledged, atomically: a
-// temp file in the same directory, fsync, rename over the old file, fsync of
-// the directory, so a crash leaves the old file or the new one, never half.
+// Every change is written to disk before it is acknowledged, atomically and
+// keeping the previous version as kvConfig.json.bak
+// (fsutil.WriteFileWithBackup), so a crash leaves the old file or the new
+// one, never half, and a file damaged later has its previous version.
 type KVConfigManager struct {
 	path string
 	log  logrus.FieldLogger
@@ -45,36 +44,35 @@ func NewKVConfigManager(path string, log logrus.FieldLogger) *KVConfigManager {
 	return &KVConfigManager{path: path, log: log.WithField("component", "kvconfig"), table: make(map[string]map[string]string)}
 }
 
-// Load reads the file. A missing file is an empty table. A file that does not
-// parse is renamed aside (path.corrupt-<unix time>) and the table starts
-// empty: a nameserver relearns routes from brokers, and refusing to start
-// would only turn one bad file into an outage.
+// Load reads the file, or its .bak when the file is missing, empty or does
+// not parse (fsutil.LoadWithBackup: a warning names both, and the damaged
+// file is kept aside). With neither the table is empty. When neither loads
+// it is an error naming both: the table holds what routes cannot teach a
+// nameserver again (ORDER_TOPIC_CONFIG), so starting without it would
+// silently change how clients route.
 func (k *KVConfigManager) Load() error {
-	b, err := os.ReadFile(k.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("nameserver: read kv config %s: %w", k.path, err)
-	}
-	var f kvConfigFile
-	if err := json.Unmarshal(b, &f); err != nil {
-		aside := fmt.Sprintf("%s.corrupt-%d", k.path, time.Now().Unix())
-		if rerr := os.Rename(k.path, aside); rerr != nil {
-			return fmt.Errorf("nameserver: kv config %s does not parse (%v) and cannot be moved aside: %w", k.path, err, rerr)
+	table, _, err := fsutil.LoadWithBackup(k.path, k.log, func(data []byte) (map[string]map[string]string, error) {
+		var f kvConfigFile
+		if err := fsutil.DecodeJSONObject(data, &f); err != nil {
+			return nil, fmt.Errorf("not a kv config: %w", err)
 		}
-		k.log.WithFields(logrus.Fields{"file": k.path, "movedTo": aside, "reason": err}).Error("kv config does not parse; starting empty")
-		return nil
+		table := make(map[string]map[string]string, len(f.ConfigTable))
+		for ns, kv := range f.ConfigTable {
+			if kv != nil {
+				table[ns] = kv
+			}
+		}
+		return table, nil
+	})
+	if err != nil {
+		return fmt.Errorf("nameserver: load kv config: %w", err)
+	}
+	if table == nil {
+		table = make(map[string]map[string]string)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.table = make(map[string]map[string]string, len(f.ConfigTable))
-	for ns, kv := range f.ConfigTable {
-		if kv == nil {
-			continue
-		}
-		k.table[ns] = kv
-	}
+	k.table = table
 	k.log.WithFields(logrus.Fields{"file": k.path, "namespaces": len(k.table)}).Info("kv config loaded")
 	return nil
 }
@@ -174,7 +172,7 @@ func (k *KVConfigManager) persistLocked() error {
 	if err := os.MkdirAll(filepath.Dir(k.path), 0o755); err != nil {
 		return fmt.Errorf("%w: %w", ErrKVPersist, err)
 	}
-	if err := fsutil.WriteFileAtomic(k.path, append(b, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFileWithBackup(k.path, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("%w: %w", ErrKVPersist, err)
 	}
 	return nil

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
@@ -38,20 +41,68 @@ func TestKVConfigManagerPersists(t *testing.T) {
 	assert.False(t, ok)
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
-	assert.Len(t, entries, 1, "no temp files left behind")
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.Equal(t, []string{"kvConfig.json", "kvConfig.json.bak"}, names, "the previous version, no temp files")
+	b, err = os.ReadFile(path + fsutil.BackupSuffix)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"configTable":{"ORDER_TOPIC_CONFIG":{"TopicA":"broker-a:4"},"ns":{"k":"v2"}}}`, string(b))
 }
 
-func TestKVConfigCorruptFileMovedAside(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "kvConfig.json")
-	require.NoError(t, os.WriteFile(path, []byte(`{"configTable":`), 0o644))
+// TestKVConfigDamagedFile: a damaged kvConfig.json loads its .bak with a
+// warning naming both files (the damaged one is kept aside); with the .bak
+// damaged too, or missing, the nameserver refuses to start and names both.
+func TestKVConfigDamagedFile(t *testing.T) {
+	verifyNoLeaks(t)
+	cfg := testConfig(t)
+	path := cfg.KvConfigPath
 	k := NewKVConfigManager(path, testLogger())
-	require.NoError(t, k.Load())
-	assert.Empty(t, k.Namespaces())
-	matches, err := filepath.Glob(path + ".corrupt-*")
-	require.NoError(t, err)
-	assert.Len(t, matches, 1)
+	require.NoError(t, k.Put(protocol.NamespaceOrderTopicConfig, "TopicA", "broker-a:4"))
+	require.NoError(t, k.Put("ns", "k", "v")) // the .bak holds TopicA only
+
+	for _, damage := range []string{`{"configTable":`, `null`, `{"configTable":{"ns":{"k":5}}}`, ""} {
+		require.NoError(t, os.WriteFile(path, []byte(damage), 0o644))
+		log, hook := test.NewNullLogger()
+		ns, err := New(cfg, log)
+		require.NoError(t, err)
+		require.NoError(t, ns.Start(), "damage %q", damage)
+		v, ok := ns.kv.Get(protocol.NamespaceOrderTopicConfig, "TopicA")
+		assert.True(t, ok)
+		assert.Equal(t, "broker-a:4", v)
+		var warned bool
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.WarnLevel && e.Data["file"] == path {
+				warned = e.Data["backup"] == path+fsutil.BackupSuffix
+			}
+		}
+		assert.True(t, warned, "a warning names both files")
+		mustShutdown(t, ns)
+		aside, err := filepath.Glob(path + ".corrupt-*")
+		require.NoError(t, err)
+		require.Len(t, aside, 1)
+		require.NoError(t, os.Remove(aside[0]))
+	}
+
+	for _, bak := range []*string{ptr(`{"configTable"`), nil} {
+		require.NoError(t, os.WriteFile(path, []byte(`{"configTable":`), 0o644))
+		if bak != nil {
+			require.NoError(t, os.WriteFile(path+fsutil.BackupSuffix, []byte(*bak), 0o644))
+		} else {
+			require.NoError(t, os.Remove(path+fsutil.BackupSuffix))
+		}
+		ns, err := New(cfg, testLogger())
+		require.NoError(t, err)
+		err = ns.Start()
+		require.ErrorIs(t, err, fsutil.ErrNoValidCopy)
+		assert.Contains(t, err.Error(), path+": ")
+		assert.Contains(t, err.Error(), path+fsutil.BackupSuffix+": ")
+		mustShutdown(t, ns)
+	}
 }
+
+func ptr(s string) *string { return &s }
 
 func TestKVConfigPersistFailureRollsBack(t *testing.T) {
 	dir := t.TempDir()

@@ -8,7 +8,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,8 +28,13 @@ const (
 	checkpointDataSize = 24
 )
 
-// ErrCheckpointShort means the checkpoint file is shorter than its three fields.
-var ErrCheckpointShort = errors.New("store: checkpoint file too short")
+// checkpointFutureSlack is how far past the store's clock a checkpoint time
+// may lie and still be taken for a store time. Every time in the file was
+// read from that clock before it was written, so a later one is damage or a
+// clock set back; a day tolerates the corrections clocks get and catches the
+// huge values of garbage bytes. Distrust is safe either way: it only costs a
+// full recovery after a crash.
+const checkpointFutureSlack = 24 * time.Hour
 
 // StoreCheckpoint holds the three recovery timestamps and persists them to
 // <root>/checkpoint. Setters are atomic and cheap; Flush writes the file.
@@ -40,9 +47,33 @@ type StoreCheckpoint struct {
 	mu     sync.Mutex // serialises Flush and Close
 }
 
-// OpenCheckpoint opens or creates the checkpoint file at path. A new file is
-// one zero page. An existing file shorter than 24 bytes is an error naming it.
-func OpenCheckpoint(path string) (*StoreCheckpoint, error) {
+// CheckpointOptions says how OpenCheckpoint judges the file it finds.
+type CheckpointOptions struct {
+	// Log receives the warning about a file that cannot be trusted; nil
+	// discards it.
+	Log logrus.FieldLogger
+	// Now is the store's clock (nil: time.Now); a time later than Now plus
+	// a day is not a store time.
+	Now func() time.Time
+	// Fresh says the store has no commitlog yet: a missing file is then
+	// expected and created without a warning.
+	Fresh bool
+}
+
+// OpenCheckpoint opens or creates the checkpoint file at path. One rule
+// covers every file it cannot trust: missing, empty, shorter than its page,
+// or holding a time that is not a store time (negative, or more than a day
+// past o.Now). Each means "recover from the files": a warning names the file
+// and what was wrong, every time reads as 0 (known flushed: nothing), so
+// after a crash recovery walks the commitlog from its first file and
+// rebuilds every index file, as with no checkpoint at all, and the file is
+// rewritten as a zero page. None of them stops the store; only an I/O error
+// does.
+func OpenCheckpoint(path string, o CheckpointOptions) (*StoreCheckpoint, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("store: open checkpoint %s: %w", path, err)
@@ -53,24 +84,49 @@ func OpenCheckpoint(path string) (*StoreCheckpoint, error) {
 		return nil, fmt.Errorf("store: stat checkpoint %s: %w", path, err)
 	}
 	cp := &StoreCheckpoint{path: path, f: f}
-	switch {
-	case st.Size() == 0:
-		if err := f.Truncate(checkpointFileSize); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("store: size checkpoint %s: %w", path, err)
-		}
-	case st.Size() < checkpointDataSize:
-		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCheckpointShort, path, st.Size())
+	var problem string
+	switch size := st.Size(); {
+	case errors.Is(statErr, os.ErrNotExist):
+		problem = "missing"
+	case size == 0:
+		problem = "empty"
+	case size < checkpointFileSize:
+		problem = fmt.Sprintf("%d bytes, short of its %d-byte page", size, checkpointFileSize)
 	default:
 		var b [checkpointDataSize]byte
 		if _, err := io.ReadFull(io.NewSectionReader(f, 0, checkpointDataSize), b[:]); err != nil {
 			_ = f.Close()
 			return nil, fmt.Errorf("store: read checkpoint %s: %w", path, err)
 		}
-		cp.physic.Store(int64(binary.BigEndian.Uint64(b[0:])))
-		cp.logics.Store(int64(binary.BigEndian.Uint64(b[8:])))
-		cp.index.Store(int64(binary.BigEndian.Uint64(b[16:])))
+		latest := o.Now().Add(checkpointFutureSlack).UnixMilli()
+		for i, name := range [...]string{"physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"} {
+			if v := int64(binary.BigEndian.Uint64(b[8*i:])); v < 0 || v > latest {
+				problem = fmt.Sprintf("%s %d is not a store time (clock %d)", name, v, o.Now().UnixMilli())
+				break
+			}
+		}
+		if problem == "" {
+			cp.physic.Store(int64(binary.BigEndian.Uint64(b[0:])))
+			cp.logics.Store(int64(binary.BigEndian.Uint64(b[8:])))
+			cp.index.Store(int64(binary.BigEndian.Uint64(b[16:])))
+			return cp, nil
+		}
+	}
+	if o.Log != nil && (problem != "missing" || !o.Fresh) {
+		o.Log.WithFields(logrus.Fields{"file": path, "reason": problem}).
+			Warn("checkpoint not trusted: recovering from the files (after a crash the whole commitlog is walked and every index file rebuilt)")
+	}
+	// A zero page: a valid file again, saying nothing is known flushed.
+	err = f.Truncate(0)
+	if err == nil {
+		err = f.Truncate(checkpointFileSize)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("store: rewrite checkpoint %s: %w", path, err)
 	}
 	return cp, nil
 }

@@ -346,7 +346,7 @@ func TestCommitLogCheckpointPhysicTimestamp(t *testing.T) {
 		t.Run(ft.String(), func(t *testing.T) {
 			cfg := clTestConfig(t, ft)
 			cfg.FlushCommitLogThorough = 50 * time.Millisecond // a 1-byte put is under the 4-page rule
-			cp, err := OpenCheckpoint(cfg.StorePathRootDir + "/checkpoint")
+			cp, err := OpenCheckpoint(cfg.StorePathRootDir+"/checkpoint", CheckpointOptions{})
 			require.NoError(t, err)
 			defer cp.Close()
 			cl := mustOpenCommitLog(t, cfg, nil, true, func(cl *CommitLog) { cl.SetCheckpoint(cp) })

@@ -111,6 +111,12 @@
 //   - index files were dropped (corrupt header, or newer than the checkpoint
 //     after a crash): from where they began.
 //
+// The checkpoint is trusted only as a whole page of store times: a missing,
+// empty or short file, or a time that is negative or more than a day past
+// the store's clock, is warned about and rewritten as zeros (OpenCheckpoint),
+// so after a crash the whole commitlog is walked and every index file
+// rebuilt; it never stops the store.
+//
 // Entries are idempotent, so dispatching again only fills gaps. Open
 // returns once dispatch has caught up, and the topic-queue offset table is
 // then taken from the queues' max offsets. Deleting the whole consumequeue

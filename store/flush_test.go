@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -136,43 +134,6 @@ func TestAsyncFlushHonoursLeastPages(t *testing.T) {
 	r = cl.PutMessage(context.Background(), clMsg("P", 0, make([]byte, 5*4096), nil))
 	require.Equal(t, PutOK, r.Status)
 	require.Eventually(t, func() bool { return cl.FlushedWhere() >= cl.MaxOffset() }, 5*time.Second, 5*time.Millisecond)
-}
-
-func TestCheckpointFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoint")
-	cp, err := OpenCheckpoint(path)
-	require.NoError(t, err)
-	st, err := os.Stat(path)
-	require.NoError(t, err)
-	assert.EqualValues(t, 4096, st.Size())
-	cp.SetPhysicMsgTimestamp(1700000010000)
-	cp.SetLogicsMsgTimestamp(1700000005000)
-	cp.SetIndexMsgTimestamp(1700000001000)
-	assert.EqualValues(t, 1700000002000, cp.MinTimestamp())
-	assert.EqualValues(t, 1700000001000, cp.MinTimestampIndex())
-	require.NoError(t, cp.Close())
-	require.NoError(t, cp.Close())
-
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1700000010000, binary.BigEndian.Uint64(raw[0:]), "big-endian long at 0")
-	assert.EqualValues(t, 1700000005000, binary.BigEndian.Uint64(raw[8:]))
-	assert.EqualValues(t, 1700000001000, binary.BigEndian.Uint64(raw[16:]))
-
-	cp, err = OpenCheckpoint(path)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1700000010000, cp.PhysicMsgTimestamp())
-	assert.EqualValues(t, 1700000005000, cp.LogicsMsgTimestamp())
-	assert.EqualValues(t, 1700000001000, cp.IndexMsgTimestamp())
-	require.NoError(t, cp.Close())
-
-	cp.SetPhysicMsgTimestamp(1000)
-	assert.Zero(t, cp.MinTimestamp(), "never below zero")
-
-	require.NoError(t, os.WriteFile(path, []byte("short"), 0o644))
-	_, err = OpenCheckpoint(path)
-	assert.ErrorIs(t, err, ErrCheckpointShort)
-	assert.ErrorContains(t, err, path)
 }
 
 func TestLockDir(t *testing.T) {

@@ -212,7 +212,7 @@ func TestRecoverWithoutShutdownAndGarbageTail(t *testing.T) {
 func TestRecoverAbnormalStartsFromCheckpointFile(t *testing.T) {
 	cfg := clTestConfig(t, AsyncFlush)
 	puts := fillCommitLog(t, cfg, 1000) // 3 files
-	cp, err := OpenCheckpoint(filepath.Join(cfg.StorePathRootDir, "checkpoint"))
+	cp, err := OpenCheckpoint(filepath.Join(cfg.StorePathRootDir, "checkpoint"), CheckpointOptions{})
 	require.NoError(t, err)
 	defer cp.Close()
 	fs := int64(cfg.MappedFileSizeCommitLog)

@@ -175,7 +175,8 @@ func (s *Store) load() error {
 	if err := s.loadConsumeQueues(); err != nil {
 		return err
 	}
-	if s.checkpoint, err = OpenCheckpoint(filepath.Join(s.cfg.StorePathRootDir, checkpointFileName)); err != nil {
+	if s.checkpoint, err = OpenCheckpoint(filepath.Join(s.cfg.StorePathRootDir, checkpointFileName),
+		CheckpointOptions{Log: s.log, Now: s.now, Fresh: s.commitLog.Files().Len() == 0}); err != nil {
 		return err
 	}
 	if s.cfg.MessageIndexEnable {

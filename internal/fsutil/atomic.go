@@ -13,16 +13,29 @@ import (
 // directory, fsyncs it, renames it over path and fsyncs the directory so the
 // rename itself is durable. The directory must exist.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
-		return fmt.Errorf("fsutil: create temp file for %s: %w", path, err)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("fsutil: rename %s to %s: %w", tmp, path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new temporary file next to path (named after
+// it: .<name>.tmp<digits>), fsyncs it and returns its name.
+func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("fsutil: create temp file for %s: %w", path, err)
 	}
 	tmp := f.Name()
-	cleanup := func(err error) error {
+	cleanup := func(err error) (string, error) {
 		_ = f.Close()
 		_ = os.Remove(tmp)
-		return err
+		return "", err
 	}
 	if _, err := f.Write(data); err != nil {
 		return cleanup(fmt.Errorf("fsutil: write %s: %w", tmp, err))
@@ -35,13 +48,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	if err := f.Close(); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("fsutil: close %s: %w", tmp, err)
+		return "", fmt.Errorf("fsutil: close %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("fsutil: rename %s to %s: %w", tmp, path, err)
-	}
-	return SyncDir(dir)
+	return tmp, nil
 }
 
 // SyncDir fsyncs a directory so a created, renamed or removed name in it is durable.

@@ -50,6 +50,9 @@
 // already in the log are recognised by their queue offset and not added
 // twice. A unit delivered but not yet synced as done can be delivered again
 // after a power loss: at-least-once, bounded by the flush interval.
+// timercheck is written with its previous version kept as timercheck.bak; a
+// damaged timercheck is replaced by the .bak, whose older read position can
+// only make messages be read, and delivered, again, never skipped.
 //
 // Memory. 1,000,000 pending messages are 56 MB of timerlog (page cache,
 // mapped) and no heap objects; the heap holds the wheel array and the batch

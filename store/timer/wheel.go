@@ -9,6 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
@@ -22,7 +24,8 @@ const (
 
 // Config configures a Wheel.
 type Config struct {
-	// Dir holds timerlog/ and timercheck.
+	// Dir holds timerlog/ and timercheck (with timercheck.bak, its previous
+	// version).
 	Dir string
 	// Precision is the width of a wheel slot (default 1 s). Delivery is
 	// not rounded to it; it only sets how work is grouped.
@@ -39,6 +42,9 @@ type Config struct {
 	// broker re-puts the message there so that commitlog retention never
 	// deletes a message waiting longer than fileReservedTime.
 	Roll func(Entry) (bool, error)
+	// Log receives warnings about the wheel's files (a damaged timercheck
+	// replaced by its .bak); nil discards them.
+	Log logrus.FieldLogger
 }
 
 // Entry is one pending message: where it is in the commitlog and when it is due.
@@ -140,17 +146,22 @@ func Open(cfg Config, now time.Time) (*Wheel, error) {
 	return w, nil
 }
 
+// loadCheckpoint reads timercheck, or its .bak when it is damaged
+// (fsutil.LoadWithBackup); with neither the enqueue offset starts at 0 and
+// recover raises it past every unit in the timerlog.
 func (w *Wheel) loadCheckpoint() error {
-	data, err := os.ReadFile(w.checkPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	c, _, err := fsutil.LoadWithBackup(w.checkPath, w.cfg.Log, func(data []byte) (checkpoint, error) {
+		var c checkpoint
+		if err := fsutil.DecodeJSONObject(data, &c); err != nil {
+			return checkpoint{}, fmt.Errorf("not a timer checkpoint: %w", err)
+		}
+		if c.EnqueueOffset < 0 {
+			return checkpoint{}, fmt.Errorf("enqueueOffset %d is negative", c.EnqueueOffset)
+		}
+		return c, nil
+	})
 	if err != nil {
-		return fmt.Errorf("timer: read %s: %w", w.checkPath, err)
-	}
-	var c checkpoint
-	if err := json.Unmarshal(data, &c); err != nil {
-		return fmt.Errorf("timer: %s is not a timer checkpoint: %w", w.checkPath, err)
+		return fmt.Errorf("timer: load checkpoint: %w", err)
 	}
 	w.enqueueOffset = c.EnqueueOffset
 	return nil
@@ -449,7 +460,7 @@ func (w *Wheel) Flush() error {
 		if err != nil {
 			return fmt.Errorf("timer: encode checkpoint: %w", err)
 		}
-		if err := fsutil.WriteFileAtomic(w.checkPath, data, 0o644); err != nil {
+		if err := fsutil.WriteFileWithBackup(w.checkPath, data, 0o644); err != nil {
 			return fmt.Errorf("timer: write checkpoint: %w", err)
 		}
 		w.savedOffset = w.enqueueOffset

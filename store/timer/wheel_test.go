@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorocketmq/gorocketmq/internal/fsutil"
 )
 
 var t0 = time.UnixMilli(1_800_000_000_000) // a round second
@@ -139,6 +143,48 @@ func TestWheelBadConfig(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "timercheck"), []byte("{"), 0o644))
 	_, err = Open(Config{Dir: dir}, t0)
 	require.Error(t, err)
+}
+
+// TestWheelDamagedCheckpoint: timercheck is written with a .bak of its
+// previous version; a damaged timercheck loads the .bak with a warning
+// naming both, and with both damaged Open fails naming both.
+func TestWheelDamagedCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "timercheck")
+	w, err := Open(Config{Dir: dir}, t0)
+	require.NoError(t, err)
+	require.NoError(t, w.Add(entry(at(0), 0), t0))
+	require.NoError(t, w.Flush())
+	require.NoError(t, w.Add(entry(at(0), 1), t0))
+	require.NoError(t, w.Close())
+	data, err := os.ReadFile(path + fsutil.BackupSuffix)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"enqueueOffset":1}`, string(data), "the previous write")
+
+	// A backup ahead of the log's units, to tell where the offset came from.
+	good := []byte(`{"enqueueOffset":9}`)
+	for _, damage := range []string{"{", "", "null", `{"enqueueOffset":-3}`, `{"enqueueOffset":1e99}`, `{"enqueueOffset":"2"}`} {
+		require.NoError(t, os.WriteFile(path, []byte(damage), 0o644))
+		require.NoError(t, os.WriteFile(path+fsutil.BackupSuffix, good, 0o644))
+		log, hook := test.NewNullLogger()
+		w, err := Open(Config{Dir: dir, Log: log}, t0)
+		require.NoError(t, err, "damage %q", damage)
+		assert.Equal(t, int64(9), w.EnqueueOffset(), "damage %q", damage)
+		assert.Equal(t, 2, w.Pending())
+		e := hook.LastEntry()
+		require.NotNil(t, e)
+		assert.Equal(t, logrus.WarnLevel, e.Level)
+		assert.Equal(t, path, e.Data["file"])
+		assert.Equal(t, path+fsutil.BackupSuffix, e.Data["backup"])
+		require.NoError(t, w.Close())
+	}
+
+	require.NoError(t, os.WriteFile(path, []byte("{"), 0o644))
+	require.NoError(t, os.WriteFile(path+fsutil.BackupSuffix, []byte("null"), 0o644))
+	_, err = Open(Config{Dir: dir}, t0)
+	require.ErrorIs(t, err, fsutil.ErrNoValidCopy)
+	assert.ErrorContains(t, err, path+": ")
+	assert.ErrorContains(t, err, path+fsutil.BackupSuffix+": ")
 }
 
 func TestWheelClosed(t *testing.T) {

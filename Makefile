@@ -2,8 +2,9 @@
 GO      ?= go
 BIN     := bin
 DATA    ?= $(CURDIR)/data
+LAYOUT  ?= 2m-2s-sync
 
-.PHONY: all build run test race lint fuzz bench bench-matrix clean
+.PHONY: all build run run-cluster test race lint fuzz bench bench-matrix clean
 
 all: build
 
@@ -12,6 +13,9 @@ build:
 
 run: build
 	scripts/run.sh $(BIN) $(DATA)
+
+run-cluster: build
+	scripts/run-cluster.sh $(BIN) $(LAYOUT)
 
 test: lint
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs a two-master, two-slave cluster on loopback in the foreground
+# (make run-cluster LAYOUT=2m-2s-sync): two nameservers and the four brokers
+# of conf/$LAYOUT/, each with its own port and store directory (set in its
+# properties file; the HA port is listenPort+1).
+#
+#   scripts/run-cluster.sh [BIN_DIR] [LAYOUT]
+#
+# LAYOUT is 2m-2s-sync (SYNC_MASTER: a send is answered once a slave has it)
+# or 2m-2s-async (ASYNC_MASTER). Stores go under data/$LAYOUT/ in the
+# directory this is started from. Nameserver ports come from NAMESRV_PORT
+# (9876) and the next one; LOG_LEVEL sets every log level. Ctrl-C stops the
+# slaves, then the masters, then the nameservers.
+set -euo pipefail
+set -m # each server in its own process group: Ctrl-C reaches only this script
+
+BIN=${1:-bin}
+LAYOUT=${2:-2m-2s-sync}
+NS_PORT=${NAMESRV_PORT:-9876}
+NS2_PORT=$((NS_PORT + 1))
+LOG_LEVEL=${LOG_LEVEL:-info}
+CONF_DIR="$(cd "$(dirname "$0")/.." && pwd)/conf/$LAYOUT"
+[[ -d "$CONF_DIR" ]] || { echo "run-cluster.sh: no layout $CONF_DIR (try 2m-2s-sync or 2m-2s-async)" >&2; exit 1; }
+for b in mqnamesrv mqbroker; do
+	[[ -x "$BIN/$b" ]] || { echo "run-cluster.sh: $BIN/$b not found; run 'make build' first" >&2; exit 1; }
+done
+DATA="data/$LAYOUT"
+mkdir -p "$DATA"
+
+pids=()   # started servers, in start order
+names=()
+stop_all() {
+	trap - INT TERM
+	# Reverse start order: slaves, masters, then nameservers.
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		local p=${pids[$i]}
+		if kill -0 "$p" 2>/dev/null; then
+			kill -TERM "$p" 2>/dev/null || true
+			wait "$p" 2>/dev/null || true
+		fi
+	done
+}
+trap 'echo; echo "stopping slaves, masters, nameservers..."; stop_all; exit 0' INT TERM
+
+# wait_port PORT PID NAME: up to 15 s for a listener, while PID lives.
+wait_port() {
+	for _ in $(seq 150); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+			return 0
+		fi
+		kill -0 "$2" 2>/dev/null || { echo "run-cluster.sh: $3 exited during start" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "run-cluster.sh: $3 is not listening on 127.0.0.1:$1 after 15 s" >&2
+	return 1
+}
+
+# start NAME PORT COMMAND...: runs a server in the background and waits for its port.
+start() {
+	local name=$1 port=$2
+	shift 2
+	"$@" -log-level "$LOG_LEVEL" > >(sed -u "s/^/[$name] /") 2>&1 &
+	local pid=$!
+	pids+=("$pid")
+	names+=("$name")
+	wait_port "$port" "$pid" "$name" || { stop_all; exit 1; }
+}
+
+for port in "$NS_PORT" "$NS2_PORT"; do
+	mkdir -p "$DATA/namesrv-$port"
+	cat >"$DATA/namesrv-$port.conf" <<CONF
+# Written by scripts/run-cluster.sh on each start.
+bindAddress=127.0.0.1
+listenPort=$port
+kvConfigPath=$DATA/namesrv-$port/kvConfig.json
+CONF
+	start "namesrv-$port" "$port" "$BIN/mqnamesrv" -c "$DATA/namesrv-$port.conf"
+done
+
+NAMESRV="127.0.0.1:$NS_PORT;127.0.0.1:$NS2_PORT"
+for broker in broker-a broker-b broker-a-s broker-b-s; do
+	# The layout file, plus what only a loopback run needs.
+	{
+		cat "$CONF_DIR/$broker.properties"
+		echo
+		echo "# Added by scripts/run-cluster.sh for a run on loopback."
+		echo "brokerIP1=127.0.0.1"
+		echo "bindAddress=127.0.0.1"
+		echo "autoCreateTopicEnable=true"
+	} >"$DATA/$broker.conf"
+	port=$(sed -n 's/^listenPort=//p' "$CONF_DIR/$broker.properties")
+	start "$broker" "$port" "$BIN/mqbroker" -c "$DATA/$broker.conf" -n "$NAMESRV"
+done
+
+cat <<MSG
+
+  $LAYOUT cluster on 127.0.0.1 (data under $DATA):
+    nameservers  127.0.0.1:$NS_PORT  127.0.0.1:$NS2_PORT
+    broker-a     master 127.0.0.1:10911 (HA 10912), slave 127.0.0.1:10921
+    broker-b     master 127.0.0.1:10931 (HA 10932), slave 127.0.0.1:10941
+
+  Point clients at both nameservers, e.g. the official Go client:
+    rocketmq.NewProducer(producer.WithNameServer([]string{"127.0.0.1:$NS_PORT", "127.0.0.1:$NS2_PORT"}))
+  bin/mqadmin clusterList -n 127.0.0.1:$NS_PORT shows the roles and replication;
+  bin/mqadmin haStatus -n 127.0.0.1:$NS_PORT -b 127.0.0.1:10911 the slaves of broker-a.
+  Ctrl-C stops everything.
+
+MSG
+
+# Any server stopping on its own ends the run.
+set +e
+wait -n "${pids[@]}"
+rc=$?
+echo "run-cluster.sh: a server exited (status $rc); stopping the others" >&2
+stop_all
+exit "$rc"

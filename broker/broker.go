@@ -271,8 +271,14 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 }
 
 // startDelayServices starts the schedule, timer and transaction services
-// (the store is open, the topics and consumer state loaded).
+// (the store is open, the topics and consumer state loaded). A slave runs
+// none of them: they write messages (deliveries, check-backs), and a slave's
+// commitlog must hold exactly its master's bytes; their progress comes from
+// the master (slaveSyncLoop).
 func (b *Broker) startDelayServices() error {
+	if b.cfg.IsSlave() {
+		return nil
+	}
 	if err := b.schedule.start(); err != nil {
 		return fmt.Errorf("broker: start schedule service: %w", err)
 	}

@@ -588,6 +588,7 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 	sc.DeleteFilesInterval = ms(int64(c.DeleteCommitLogFilesInterval))
 	sc.DestroyMappedFileForce = ms(int64(c.DestroyMapedFileIntervalForcibly))
 	sc.CleanResourceInterval = ms(int64(c.CleanResourceInterval))
+	sc.Slave = c.IsSlave()
 	ip, err := netip.ParseAddr(c.BrokerIP1)
 	if err != nil {
 		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})

@@ -64,6 +64,7 @@ type Config struct {
 	DestroyMappedFileForce   time.Duration // destroyMapedFileIntervalForcibly (120 s): unmap even if held
 	CleanResourceInterval    time.Duration // cleanResourceInterval (10 s)
 	StoreHost                string        // brokerIP1:listenPort, written into every record and offsetMsgId
+	Slave                    bool          // brokerRole=SLAVE: puts are refused, replication writes (Store.SetSlave)
 }
 
 // DefaultConfig returns RocketMQ 4.9's defaults, rooted at dir.

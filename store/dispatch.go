@@ -341,11 +341,11 @@ func (r *reputService) dispatch(req *DispatchRequest, inline bool) (queued bool,
 		queued, err := r.dispatchOnce(req, inline)
 		noSpace := errors.Is(err, ErrDiskFull)
 		if noSpace {
-			if r.s.noSpace.Or(spaceDispatch)&spaceDispatch == 0 {
+			if r.s.refuse.Or(refuseSpaceDispatch)&refuseSpaceDispatch == 0 {
 				r.log.WithFields(logrus.Fields{"topic": req.Topic, "queueId": req.QueueID, "offset": req.CommitLogOffset}).
 					WithError(err).Error("disk full: dispatch waits for space, writes are refused until then")
 			}
-		} else if err == nil && r.s.noSpace.Load()&spaceDispatch != 0 && r.s.noSpace.And(^spaceDispatch)&spaceDispatch != 0 {
+		} else if err == nil && r.s.refuse.Load()&refuseSpaceDispatch != 0 && r.s.refuse.And(^refuseSpaceDispatch)&refuseSpaceDispatch != 0 {
 			r.log.WithField("offset", req.CommitLogOffset).Info("disk space available again: dispatch goes on")
 		}
 		switch {

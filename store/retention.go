@@ -23,14 +23,18 @@ var ErrDiskFull = errors.New("store: disk full, writes refused until space is fr
 // stored messages would not reach their consume queues until it has some.
 var errDispatchNoSpace = fmt.Errorf("%w (consume-queue or index entries cannot be written)", ErrDiskFull)
 
-// Reasons for refusing writes for lack of space (Store.noSpace bits).
+// Reasons for refusing writes (Store.refuse bits).
 const (
-	// spaceRatio: usage above DiskWarningRatio; the clean loop sets and
-	// clears it.
-	spaceRatio uint32 = 1 << iota
-	// spaceDispatch: dispatch could not reserve blocks for a consume-queue
-	// or index entry; dispatch clears it once it writes again.
-	spaceDispatch
+	// refuseSpaceRatio: usage above DiskWarningRatio; the clean loop sets
+	// and clears it.
+	refuseSpaceRatio uint32 = 1 << iota
+	// refuseSpaceDispatch: dispatch could not reserve blocks for a
+	// consume-queue or index entry; dispatch clears it once it writes again.
+	refuseSpaceDispatch
+	// refuseSlave: a slave's store (SetSlave).
+	refuseSlave
+
+	refuseNoSpace = refuseSpaceRatio | refuseSpaceDispatch
 )
 
 // manualDeleteRounds is how many clean rounds a manual delete request forces
@@ -58,7 +62,7 @@ func statfsUsage(path string) (float64, error) {
 }
 
 // DiskFull reports whether writes are refused for lack of space.
-func (s *Store) DiskFull() bool { return s.noSpace.Load() != 0 }
+func (s *Store) DiskFull() bool { return s.refuse.Load()&refuseNoSpace != 0 }
 
 // ExecuteDeleteFilesManually makes the next rounds of the clean loop delete
 // expired files regardless of deleteWhen (mqadmin deleteExpiredCommitLog).
@@ -132,14 +136,14 @@ func (s *Store) checkDiskSpace() (ratio float64, cleanImmediately bool) {
 	ratio = s.diskRatio()
 	switch {
 	case ratio > float64(s.cfg.DiskWarningRatio)/100:
-		if s.noSpace.Or(spaceRatio)&spaceRatio == 0 {
+		if s.refuse.Or(refuseSpaceRatio)&refuseSpaceRatio == 0 {
 			s.log.WithField("usage", ratio).Error("disk almost full: refusing writes until space is freed")
 		}
 		cleanImmediately = true
 	case ratio > float64(s.cfg.DiskForceCleanRatio)/100:
 		cleanImmediately = true
 	default:
-		if s.noSpace.And(^spaceRatio)&spaceRatio != 0 {
+		if s.refuse.And(^refuseSpaceRatio)&refuseSpaceRatio != 0 {
 			s.log.WithField("usage", ratio).Info("disk space available again: accepting writes")
 		}
 	}

@@ -22,6 +22,9 @@ import (
 var (
 	// ErrShutdown is returned when the store is used after Shutdown.
 	ErrShutdown = errors.New("store: shut down")
+	// ErrSlave is the cause of a ServiceNotAvailable put on a slave's store:
+	// only replication (from the master) writes there.
+	ErrSlave = errors.New("store: this is a slave's store, it takes writes only from its master")
 	// ErrMessageNotFound is returned when no record starts at an offset.
 	ErrMessageNotFound = errors.New("store: no message at offset")
 )
@@ -96,9 +99,9 @@ type Store struct {
 	// to the checkpoint after the consume queues are flushed.
 	logicsTs atomic.Int64
 
-	// noSpace holds the reasons (space* bits) writes are refused for lack
-	// of disk space; one atomic load on the put path covers them all.
-	noSpace      atomic.Uint32
+	// refuse holds the reasons (refuse* bits) writes are refused besides
+	// shutdown: one atomic load on the put path covers them all.
+	refuse       atomic.Uint32
 	shutdown     atomic.Bool
 	shutdownOnce sync.Once
 	stop         chan struct{}
@@ -396,9 +399,24 @@ func (s *Store) abnormalDispatchStart() int64 {
 	return 0
 }
 
+// SetSlave makes the store refuse puts (ErrSlave) or take them again: a
+// slave's store is written only by replication. Open starts it as
+// Config.Slave says; a broker changes it when its role changes.
+func (s *Store) SetSlave(slave bool) {
+	if slave {
+		s.refuse.Or(refuseSlave)
+	} else {
+		s.refuse.And(^refuseSlave)
+	}
+}
+
+// IsSlave reports whether puts are refused because this is a slave's store.
+func (s *Store) IsSlave() bool { return s.refuse.Load()&refuseSlave != 0 }
+
 // start launches the loops, waits for the dispatch to catch up and marks the
 // store as running (abort file) until a clean Shutdown.
 func (s *Store) start() {
+	s.SetSlave(s.cfg.Slave)
 	s.checkDiskSpace()
 	s.commitLog.SetCheckpoint(s.checkpoint)
 	// Appenders dispatch their own records right after the append, before
@@ -414,7 +432,7 @@ func (s *Store) start() {
 	// after Open see every recovered message.
 	last, lastMove := s.reput.reputFrom.Load(), time.Now()
 	for s.reput.behind() > 0 {
-		if s.noSpace.Load()&spaceDispatch != 0 {
+		if s.refuse.Load()&refuseSpaceDispatch != 0 {
 			s.log.WithField("dispatchFrom", s.reput.reputFrom.Load()).
 				Error("disk full: opening read-only, dispatch goes on once there is space")
 			break
@@ -529,8 +547,8 @@ func (s *Store) SetArrivingListener(fn ArrivingListener) {
 func (s *Store) DispatchBehindBytes() int64 { return max(0, s.reput.behind()) }
 
 // PutMessage stores one message. It refuses with ServiceNotAvailable when
-// the store is shut down or the disk is over DiskWarningRatio (Err is then
-// ErrShutdown or ErrDiskFull).
+// the store is shut down, a slave's, or short of disk space (Err is then
+// ErrShutdown, ErrSlave or wraps ErrDiskFull).
 func (s *Store) PutMessage(ctx context.Context, msg *message.MessageExt) PutResult {
 	if r, refused := s.checkWritable(); refused {
 		return r
@@ -572,9 +590,13 @@ func (s *Store) checkWritable() (PutResult, bool) {
 	switch {
 	case s.shutdown.Load():
 		return PutResult{Status: ServiceNotAvailable, Err: ErrShutdown}, true
-	case s.noSpace.Load() != 0:
+	}
+	if r := s.refuse.Load(); r != 0 {
 		err := ErrDiskFull
-		if s.noSpace.Load()&spaceRatio == 0 {
+		switch {
+		case r&refuseSlave != 0:
+			err = ErrSlave
+		case r&refuseSpaceRatio == 0:
 			err = errDispatchNoSpace
 		}
 		return PutResult{Status: ServiceNotAvailable, Err: err}, true

@@ -108,7 +108,7 @@ func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) bool {
 	hash := indexKeyHash(key)
 	slotPos := indexHeaderSize + int(hash)%f.slotNum*indexSlotSize
 	slotValue := int32(binary.BigEndian.Uint32(b[slotPos:]))
-	if slotValue <= indexInvalid || slotValue > f.indexCount {
+	if slotValue <= indexInvalid || slotValue >= f.indexCount {
 		slotValue = indexInvalid
 	}
 	var timeDiff int64
@@ -147,12 +147,14 @@ func (f *indexFile) selectPhyOffsets(out []int64, key string, maxNum int, begin,
 	b := f.mf.Buffer()
 	hash := indexKeyHash(key)
 	slotPos := indexHeaderSize + int(hash)%f.slotNum*indexSlotSize
+	// Entries 1..indexCount-1 are written: a slot or prevIndex outside them
+	// (a damaged file) ends the chain rather than reading beyond the file.
 	next := int32(binary.BigEndian.Uint32(b[slotPos:]))
-	if next <= indexInvalid || next > f.indexCount || f.indexCount <= 1 {
+	if next <= indexInvalid || next >= f.indexCount || f.indexCount <= 1 {
 		return out
 	}
-	// Each step follows prevIndex, which must decrease; the bound also
-	// stops a corrupted chain.
+	// Each step follows prevIndex, which must decrease, so a damaged chain
+	// ends too; the step bound is a second guard.
 	for steps := 0; len(out) < maxNum && steps < f.indexNum; steps++ {
 		pos := indexHeaderSize + f.slotNum*indexSlotSize + int(next)*indexEntrySize
 		keyHash := int32(binary.BigEndian.Uint32(b[pos:]))
@@ -166,7 +168,7 @@ func (f *indexFile) selectPhyOffsets(out []int64, key string, maxNum int, begin,
 		if keyHash == hash && timeRead >= begin && timeRead <= end {
 			out = append(out, phy)
 		}
-		if prev <= indexInvalid || prev > f.indexCount || prev == next || timeRead < begin {
+		if prev <= indexInvalid || prev >= next || timeRead < begin {
 			break
 		}
 		next = prev

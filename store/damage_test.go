@@ -587,16 +587,18 @@ func TestDamageBlankEntriesInTheMiddle(t *testing.T) {
 		require.NoError(t, cq.Put(CQEntry{CommitLogOffset: int64(1000 + i*100), Size: 100}, int64(i)))
 	}
 	// Entry 9, the last of the first file, and entry 12 were lost.
-	for _, r := range []LostRange{{1900, 2000}, {2200, 2300}} {
-		first, last, n, err := cq.BlankLost(r)
-		require.NoError(t, err)
-		assert.Equal(t, 1, n)
-		assert.Equal(t, (r.From-1000)/100, first)
-		assert.Equal(t, first, last)
-	}
-	e, ok := cq.Entry(12)
+	first, last, n, err := cq.BlankLost(LostRange{1900, 2000})
+	require.NoError(t, err)
+	assert.Equal(t, []int64{9, 9, 1}, []int64{first, last, int64(n)})
+	r, ok := cq.EntriesFrom(12)
 	require.True(t, ok)
-	assert.True(t, e.Blank())
+	putCQEntry(r.MappedFile().Buffer()[2*CQStoreUnitSize:], CQEntry{Size: blankEntrySize})
+	r.Release()
+	for _, idx := range []int64{9, 12} {
+		e, ok := cq.Entry(idx)
+		require.True(t, ok)
+		assert.True(t, e.Blank(), "entry %d", idx)
+	}
 
 	storeTime := func(off int64, _ int32) int64 { return off } // time grows with the offset
 	assert.EqualValues(t, 2, cq.OffsetByTime(1150, storeTime), "a blank in the middle does not split the order")
@@ -608,4 +610,32 @@ func TestDamageBlankEntriesInTheMiddle(t *testing.T) {
 	assert.EqualValues(t, 8, cq.MinOffsetInQueue())
 	assert.Equal(t, 1, cq.DeleteExpired(1850, time.Second))
 	assert.EqualValues(t, 10, cq.MinOffsetInQueue())
+}
+
+// A flipped endPhyOffset in the newest index file would make indexing skip
+// every later message: the file is dropped and rebuilt instead.
+func TestDamageIndexEndOffset(t *testing.T) {
+	cfg := testConfig(t.TempDir(), AsyncFlush)
+	s, err := Open(cfg, nil)
+	require.NoError(t, err)
+	for i := range 50 {
+		mustPut(t, s, newTestMessage(damageTopic, 0, body(i, 200), "", "before"))
+	}
+	require.NoError(t, s.Shutdown(context.Background()))
+	dir := filepath.Join(cfg.StorePathRootDir, indexDirName)
+	files, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	xorFile(t, filepath.Join(dir, files[len(files)-1].Name()), 24, 1, 0x01) // endPhyOffset's high byte
+
+	s, h := openLogged(t, cfg)
+	assert.NotEmpty(t, logged(h, "ends beyond the commitlog"))
+	for i := range 10 {
+		mustPut(t, s, newTestMessage(damageTopic, 0, body(i, 200), "", "after"))
+	}
+	waitDispatched(t, s)
+	for key, n := range map[string]int{"before": 50, "after": 10} {
+		q := s.QueryMessage(damageTopic, key, 64, 0, math.MaxInt64)
+		assert.Len(t, q.Messages, n, key)
+		q.Release()
+	}
 }

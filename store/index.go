@@ -285,6 +285,37 @@ func (s *IndexService) Load(lastExitOK bool, checkpointTs int64) (int64, error) 
 	return rebuildFrom, nil
 }
 
+// DropBeyond deletes the newest index files whose endPhyOffset lies beyond
+// end, the recovered commitlog end: a damaged header (indexing would skip
+// every record below a garbage endPhyOffset) or entries of records recovery
+// cut. It returns the commitlog offset dispatch must start from to index
+// those records again, -1 if nothing was dropped.
+func (s *IndexService) DropBeyond(end int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rebuildFrom := int64(-1)
+	for len(s.files) > 0 {
+		f := s.files[len(s.files)-1]
+		if f.endPhyOffset <= end {
+			break
+		}
+		s.log.WithFields(logrus.Fields{"file": f.mf.Path(), "endPhyOffset": f.endPhyOffset, "commitlogEnd": end}).
+			Warn("deleting an index file that ends beyond the commitlog; dispatch rebuilds it")
+		if err := f.mf.Destroy(time.Second); err != nil {
+			return rebuildFrom, err
+		}
+		s.files = s.files[:len(s.files)-1]
+		rebuildFrom = 0
+		if f.beginPhyOffset >= 0 && f.beginPhyOffset <= end {
+			rebuildFrom = f.beginPhyOffset
+		}
+	}
+	if n := len(s.files); rebuildFrom >= 0 && n > 0 {
+		rebuildFrom = s.files[n-1].endPhyOffset
+	}
+	return rebuildFrom, nil
+}
+
 // lastFileLocked returns the newest file with room, creating one if needed.
 // A new file starts at the previous file's end offset and time. Lock held.
 func (s *IndexService) lastFileLocked() (*indexFile, error) {

@@ -298,6 +298,15 @@ func (s *Store) recover() error {
 	if err := s.blankLostEntries(); err != nil {
 		return err
 	}
+	if s.index != nil {
+		from, err := s.index.DropBeyond(clMax)
+		if err != nil {
+			return err
+		}
+		if from >= 0 && (s.indexRebuildFrom < 0 || from < s.indexRebuildFrom) {
+			s.indexRebuildFrom = from
+		}
+	}
 	reputFrom := int64(0)
 	for _, cq := range s.cqs {
 		cq.CorrectMinOffset(clMin)

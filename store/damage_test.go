@@ -639,3 +639,41 @@ func TestDamageIndexEndOffset(t *testing.T) {
 		q.Release()
 	}
 }
+
+// A queue longer than the three files recovery scans: damage at the first
+// scanned entry is rebuilt from the end of the last entry before the scan,
+// and entries whose messages retention deleted are not cut.
+func TestDamageConsumeQueueScanStartAndExpiredEntries(t *testing.T) {
+	cfg := testConfig(t.TempDir(), AsyncFlush)
+	s, err := Open(cfg, nil)
+	require.NoError(t, err)
+	var sent []sentMsg
+	for i := range 1000 {
+		m := newTestMessage(damageTopic, 0, body(i, 2000), "TagA", "")
+		r := mustPut(t, s, m)
+		sent = append(sent, sentMsg{0, r.QueueOffset, r.WroteOffset, r.WroteBytes, m.Body, "TagA", ""})
+	}
+	require.NoError(t, s.Shutdown(context.Background()))
+	// Five consume-queue files: recovery scans entries 400-999.
+	path, pos := cqFile(cfg, 0, 400)
+	xorFile(t, path, pos+8, 4, 0x01)
+
+	s, h := openLogged(t, cfg)
+	cut := logged(h, "truncating consume queue")
+	if assert.Len(t, cut, 1) {
+		assert.EqualValues(t, 400, cut[0].Data["queueOffset"])
+		assert.Equal(t, sent[399].phy+int64(sent[399].size), cut[0].Data["rebuildFrom"])
+	}
+	assertServed(t, s, sent, nil)
+	require.NoError(t, s.Shutdown(context.Background()))
+
+	// The first commitlog file goes, as retention would delete it, while
+	// entries 400-498 of its messages are still in the scanned files.
+	first := slices.IndexFunc(sent, func(m sentMsg) bool { return m.phy >= 1<<20 })
+	require.Greater(t, first, 400)
+	require.NoError(t, os.Remove(filepath.Join(cfg.StorePathRootDir, "commitlog", fileName(0))))
+	s, h = openLogged(t, cfg)
+	assert.Empty(t, logged(h, "truncating consume queue"), "entries of deleted messages are not damage")
+	assert.EqualValues(t, first, s.MinOffsetInQueue(damageTopic, 0))
+	assertServed(t, s, sent[first:], nil)
+}

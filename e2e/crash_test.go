@@ -624,6 +624,15 @@ func TestCrashCorruptFilesOnRestart(t *testing.T) {
 			writeAt(t, cq, n*20, units)
 			return n
 		}, "truncating consume queue"},
+		{"16 bytes flipped from a consume-queue size field", func(t *testing.T, c *binCluster, topic string) int {
+			// Issue 18's finding 3: entry 30's size and tags code and entry
+			// 31's offset are damaged; both are rebuilt from the commitlog.
+			cq := filepath.Join(c.StoreDir, "consumequeue", topic, "0", "00000000000000000000")
+			for i := range 16 {
+				flipByte(t, cq, 30*20+10+i)
+			}
+			return n
+		}, "truncating consume queue"},
 		{"deleted consumequeue dir", func(t *testing.T, c *binCluster, topic string) int {
 			require.NoError(t, os.RemoveAll(filepath.Join(c.StoreDir, "consumequeue", topic)))
 			return n

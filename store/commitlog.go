@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sirupsen/logrus"
 
@@ -165,6 +166,10 @@ type CommitLog struct {
 	retentionFloor     func() int64 // see SetRetentionFloor
 	closed             atomic.Bool
 	encodePool         sync.Pool // *[]byte
+
+	// lost holds the sorted LostRanges; replaced whole under lostMu.
+	lost   atomic.Pointer[[]LostRange]
+	lostMu sync.Mutex
 }
 
 // NewCommitLog returns a commitlog over cfg's commitlog directory. Call Load,
@@ -722,8 +727,22 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 	}
 	// Dispatch runs for every stored message: pick the four properties it
 	// needs out of the record in one pass instead of building a map.
-	var tags, timerOut []byte
-	props := r.Properties()
+	keys, uniqKey, tags, timerOut := dispatchProperties(r.Properties())
+	if len(keys) > 0 {
+		d.Keys = string(keys)
+	}
+	if len(uniqKey) > 0 {
+		d.UniqKey = string(uniqKey)
+	}
+	d.TagsCode = queueTagsCode(d.Topic, tags, timerOut)
+	return d, nil
+}
+
+// dispatchProperties picks the properties dispatch needs out of an encoded
+// properties string in one pass, without allocating. As
+// UnmarshalProperties, items with an empty key or value are skipped and a
+// repeated key keeps its last value.
+func dispatchProperties(props []byte) (keys, uniqKey, tags, timerOut []byte) {
 	for len(props) > 0 {
 		item := props
 		if end := bytes.IndexByte(props, message.PropertySeparator); end >= 0 {
@@ -733,33 +752,41 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 		}
 		kv := bytes.IndexByte(item, message.NameValueSeparator)
 		if kv <= 0 || kv == len(item)-1 {
-			continue // as UnmarshalProperties: no empty keys or values
+			continue
 		}
 		key, val := item[:kv], item[kv+1:]
 		switch string(key) {
 		case message.PropKeys:
-			d.Keys = string(val)
+			keys = val
 		case message.PropUniqKey:
-			d.UniqKey = string(val)
+			uniqKey = val
 		case message.PropTags:
 			tags = val
 		case message.PropTimerOutMS:
 			timerOut = val
 		}
 	}
+	return keys, uniqKey, tags, timerOut
+}
+
+// queueTagsCode is the tags code of a record's consume-queue entry: the hash
+// of its TAGS (0 without). Messages parked until a delivery time (delay
+// levels, timers) are queued with that time as tags code instead, as
+// RocketMQ's checkMessageAndReturnSize does for SCHEDULE_TOPIC_XXXX; the
+// broker writes the time as TIMER_OUT_MS. It does not allocate: the byte
+// slices are viewed as strings only for the duration of the calls, which
+// keep nothing (a ParseInt error, which would, is dropped).
+func queueTagsCode(topic string, tags, timerOut []byte) int64 {
+	var code int64
 	if len(tags) > 0 {
-		d.TagsCode = message.TagsHashCode(string(tags))
+		code = message.TagsHashCode(unsafe.String(unsafe.SliceData(tags), len(tags)))
 	}
-	// Messages parked until a delivery time (delay levels, timers) are
-	// queued with that time as tags code, as RocketMQ's
-	// checkMessageAndReturnSize does for SCHEDULE_TOPIC_XXXX; the broker
-	// writes the time as TIMER_OUT_MS.
-	if (d.Topic == scheduleTopic || d.Topic == timerTopic) && len(timerOut) > 0 {
-		if ms, err := strconv.ParseInt(string(timerOut), 10, 64); err == nil {
-			d.TagsCode = ms
+	if (topic == scheduleTopic || topic == timerTopic) && len(timerOut) > 0 {
+		if ms, err := strconv.ParseInt(unsafe.String(unsafe.SliceData(timerOut), len(timerOut)), 10, 64); err == nil {
+			code = ms
 		}
 	}
-	return d, nil
+	return code
 }
 
 // CheckRecord is the package function CheckRecord, for callers holding a CommitLog.

@@ -66,16 +66,24 @@ func clBody(i, size int) []byte {
 }
 
 // walkCommitLog reads every record from MinOffset following blank markers,
-// checking each blank's TOTALSIZE is the rest of its file.
+// checking each blank's TOTALSIZE is the rest of its file, and stepping
+// over lost ranges.
 func walkCommitLog(t *testing.T, cl *CommitLog) []DispatchRequest {
 	t.Helper()
 	var out []DispatchRequest
 	fileSize := int64(cl.Files().FileSize())
 	for off := cl.MinOffset(); off < cl.MaxOffset(); {
+		if lr, ok := cl.lostRangeAt(off); ok {
+			off = lr.To
+			continue
+		}
 		res, ok := cl.GetData(off)
 		require.True(t, ok, "data at %d", off)
 		b := res.Bytes
 		for len(b) > 0 {
+			if _, ok := cl.lostRangeAt(off); ok {
+				break
+			}
 			d, err := cl.CheckRecord(b, true)
 			require.NoError(t, err, "record at %d", off)
 			if d.BlankRecord {

@@ -132,39 +132,8 @@ func (cq *ConsumeQueue) Load() error { return cq.q.Load() }
 // the first invalid entry, and would take old entries left behind the
 // newer ones for live.
 func (cq *ConsumeQueue) Recover() error {
-	files := cq.q.Files()
-	if len(files) == 0 {
-		return nil
-	}
-	start := max(0, len(files)-3)
-	processOffset := files[start].FileFromOffset()
-	maxPhy := int64(-1)
-	for i := start; i < len(files); i++ {
-		mf := files[i]
-		buf := mf.Buffer()
-		pos := 0
-		for ; pos+CQStoreUnitSize <= mf.FileSize(); pos += CQStoreUnitSize {
-			e := decodeCQEntry(buf[pos:])
-			if !e.Valid() {
-				break
-			}
-			if !e.Blank() {
-				maxPhy = e.CommitLogOffset + int64(e.Size)
-			}
-		}
-		processOffset = mf.FileFromOffset() + int64(pos)
-		if pos < mf.FileSize() {
-			if err := zeroTail(mf, pos, true); err != nil {
-				return err
-			}
-			break
-		}
-	}
-	if maxPhy >= 0 {
-		cq.maxPhysicOffset.Store(maxPhy)
-	}
-	cq.minLogicOffset.Store(files[0].FileFromOffset())
-	return cq.q.TruncateDirtyFiles(processOffset)
+	_, err := cq.recover(nil)
+	return err
 }
 
 // MaxPhysicOffset returns the commitlog end of the newest entry, -1 if none.
@@ -408,12 +377,15 @@ func (cq *ConsumeQueue) DeleteExpired(phyMinOffset int64, forceTimeout time.Dura
 			return false
 		}
 		defer mf.Release()
-		w := mf.WrotePosition()
-		if w < CQStoreUnitSize {
-			return false
+		// The last entry that points at a message decides: blank entries
+		// (gaps, messages lost to damage) point nowhere.
+		buf := mf.Buffer()
+		for pos := mf.WrotePosition() - CQStoreUnitSize; pos >= 0; pos -= CQStoreUnitSize {
+			if e := decodeCQEntry(buf[pos:]); !e.Blank() {
+				return e.Valid() && e.CommitLogOffset < phyMinOffset
+			}
 		}
-		e := decodeCQEntry(mf.Buffer()[w-CQStoreUnitSize:])
-		return e.Valid() && e.CommitLogOffset < phyMinOffset
+		return mf.WrotePosition() >= CQStoreUnitSize // blank entries only
 	}, forceTimeout)
 	cq.CorrectMinOffset(phyMinOffset)
 	return n
@@ -427,12 +399,23 @@ func (cq *ConsumeQueue) OffsetByTime(ts int64, storeTime func(phyOffset int64, s
 	lo, hi := cq.MinOffsetInQueue(), cq.MaxOffsetInQueue()
 	for lo < hi {
 		mid := lo + (hi-lo)/2
+		// A blank entry (a gap, a message lost to damage) takes the time
+		// of the next message, so it does not split the order.
+		j := mid
+		e, ok := cq.Entry(j)
+		for ok && e.Blank() && j+1 < hi {
+			j++
+			e, ok = cq.Entry(j)
+		}
 		t := int64(-1)
-		if e, ok := cq.Entry(mid); ok && e.Valid() && !e.Blank() {
+		switch {
+		case ok && e.Blank():
+			t = math.MaxInt64 // blanks up to hi: no older message in [mid, hi)
+		case ok && e.Valid():
 			t = storeTime(e.CommitLogOffset, e.Size)
 		}
 		if t < ts { // a gone message counts as older
-			lo = mid + 1
+			lo = j + 1
 		} else {
 			hi = mid
 		}

@@ -281,15 +281,20 @@ func (r *reputService) dispatchBuffer(res *SelectResult, p *reputPass) reputStat
 	cl := r.s.commitLog
 	b := res.Bytes
 	pos := 0
+	// Records in a lost range are damaged, even those that parse.
+	lost, hasLost := cl.lostRangeAfter(res.StartOffset)
 	for pos < len(b) {
+		if hasLost && res.StartOffset+int64(pos) >= lost.From {
+			r.log.WithFields(logrus.Fields{"from": lost.From, "to": lost.To}).Warn("dispatch: skipping a lost commitlog range")
+			r.reputFrom.Store(lost.To)
+			return reputCaughtUp
+		}
 		req, err := cl.CheckRecord(b[pos:], false)
 		offset := res.StartOffset + int64(pos)
 		if err != nil {
-			// A record the recovery accepted cannot be parsed: skip the rest
-			// of this file's written data as RocketMQ's master does.
-			r.log.WithFields(logrus.Fields{"offset": offset, "file": fileName(offset - offset%int64(r.s.cfg.MappedFileSizeCommitLog))}).
-				WithError(err).Error("dispatch: unreadable commitlog record, skipping the rest of the file")
-			r.reputFrom.Store(res.StartOffset + int64(len(b)))
+			// Damaged records: skip them, not the rest of the file (RocketMQ
+			// does that): the records after them are intact messages.
+			r.reputFrom.Store(r.skipDamaged(res, pos, err))
 			return reputCaughtUp
 		}
 		if req.BlankRecord {

@@ -62,7 +62,9 @@
 // the queue. An entry is valid iff offset >= 0 && size > 0 (zeroed space is
 // not). The tags code is Java's String.hashCode of the TAGS property (0
 // without tags). A queue whose first file starts at a non-zero offset is
-// padded with blank entries (0, MaxInt32, 0) before its first entry.
+// padded with blank entries (0, MaxInt32, 0) before its first entry; blank
+// entries also stand for messages lost to damage (see Recovery). Reads skip
+// them.
 //
 // # Index file
 //
@@ -97,12 +99,28 @@
 //
 // # Recovery
 //
-// Open finds the abort file to tell a clean exit from a crash. Consume
-// queues are recovered to their last valid entry; the commitlog to its last
-// record with a valid magic, size and CRC (see recovery_commitlog.go); then
-// consume-queue entries beyond the commitlog's end are cut and dispatch
-// starts from the newest consume-queue entry, or earlier when:
+// Open finds the abort file to tell a clean exit from a crash. The
+// commitlog is recovered first, as the source of truth (see
+// recovery_commitlog.go): the walk checks each record's magic, sizes,
+// physical offset field and CRC. A bad record followed by intact ones is
+// damage: the walk resumes at the next record boundary, and the skipped
+// bytes become a lost range, logged with the queue offsets of the messages
+// it held. Only a bad record with nothing valid after it (a torn tail) ends
+// the log, which is cut and zeroed there. Never-written zeros end the log
+// unless a later file holds data or a consume queue claims more.
 //
+// Consume queues are then recovered to their last valid entry, every entry
+// recovery scans (the last three files of a queue) checked against the
+// record it points at: size, order, offset range, and the record's magic,
+// TOTALSIZE, PHYSICALOFFSET, QUEUEID, QUEUEOFFSET, topic and tags code. At
+// the first entry that does not match, the queue is cut (and zeroed) there
+// and dispatched again from the end of the previous entry's message, so the
+// rebuilt entries get their original queue offsets. Entries of messages in
+// lost ranges become blank entries: reads skip them, and later messages keep
+// their offsets. Dispatch starts from the newest consume-queue entry, or
+// earlier when:
+//
+//   - a queue was cut at a damaged entry: from where its rebuild starts;
 //   - the commitlog files recovery walked hold a record without its queue
 //     entry (a queue lost its tail or its directory: if its older entries are
 //     gone too, everything is dispatched again from the commitlog start);
@@ -117,12 +135,22 @@
 // so after a crash the whole commitlog is walked and every index file
 // rebuilt; it never stops the store.
 //
-// Entries are idempotent, so dispatching again only fills gaps. Open
-// returns once dispatch has caught up, and the topic-queue offset table is
-// then taken from the queues' max offsets. Deleting the whole consumequeue
-// directory rebuilds every queue. DeleteTopic leaves a .deleted marker with
-// the commitlog end in the topic's directory, so older records of the topic
-// never get queue entries again.
+// Entries are idempotent, so dispatching again only fills gaps. Dispatch
+// skips lost ranges, and damage recovery did not walk (older files) from
+// the bad record to the next record boundary; a gap it then sees in a
+// queue's offsets is filled with blank entries, one per lost message.
+// Reads of a record by offset (by key, by message id) check it: a record
+// in a lost range, at an offset its PHYSICALOFFSET field does not name, or
+// with a bad body CRC is not returned. Open returns once dispatch has
+// caught up, and the topic-queue offset table is then taken from the
+// queues' max offsets. Deleting the whole consumequeue directory rebuilds
+// every queue. DeleteTopic leaves a .deleted marker with the commitlog end
+// in the topic's directory, so older records of the topic never get queue
+// entries again.
+//
+// The properties of a record carry no checksum in this format: damage
+// there that still parses goes unnoticed, except that a consume-queue entry
+// whose tags code no longer matches is rebuilt from the record.
 //
 // # Retention
 //

@@ -423,11 +423,22 @@ func (s *Store) EarliestStoreTime(topic string, queueID int32) int64 {
 	if cq == nil {
 		return -1
 	}
-	e, ok := cq.Entry(cq.MinOffsetInQueue())
-	if !ok || !e.Valid() || e.Blank() {
+	// The first entry that points at a message: blank entries (messages
+	// lost to damage, gaps) are passed, within the first file.
+	r, ok := cq.EntriesFrom(cq.MinOffsetInQueue())
+	if !ok {
 		return -1
 	}
-	return s.pickupStoreTimestamp(e.CommitLogOffset, e.Size)
+	defer r.Release()
+	for i := 0; i+CQStoreUnitSize <= len(r.Bytes); i += CQStoreUnitSize {
+		if e := decodeCQEntry(r.Bytes[i:]); !e.Blank() {
+			if !e.Valid() {
+				return -1
+			}
+			return s.pickupStoreTimestamp(e.CommitLogOffset, e.Size)
+		}
+	}
+	return -1
 }
 
 // MessageStoreTime returns the store time of the message at a queue offset,
@@ -445,8 +456,16 @@ func (s *Store) MessageStoreTime(topic string, queueID int32, offset int64) int6
 }
 
 // SelectOneMessageByOffset holds and returns the raw record starting at a
-// commitlog offset; release it when done.
+// commitlog offset; release it when done. The offset comes from outside the
+// commitlog (a message id, an index file, a transaction or timer log), so
+// the record is checked before it is returned: it parses, its
+// PHYSICALOFFSET field names this offset (an offset into the middle of a
+// record, or a garbage one, finds no record that says so), its body CRC
+// holds, and it is not in a lost range.
 func (s *Store) SelectOneMessageByOffset(commitLogOffset int64) (SelectResult, bool) {
+	if _, lost := s.commitLog.lostRangeAt(commitLogOffset); lost {
+		return SelectResult{}, false
+	}
 	head, ok := s.commitLog.GetMessage(commitLogOffset, 8)
 	if !ok {
 		return SelectResult{}, false
@@ -457,7 +476,16 @@ func (s *Store) SelectOneMessageByOffset(commitLogOffset int64) (SelectResult, b
 	if size < message.MinRecordLength || (magic != message.MagicCodeV1 && magic != message.MagicCodeV2) {
 		return SelectResult{}, false
 	}
-	return s.commitLog.GetMessage(commitLogOffset, size)
+	rec, ok := s.commitLog.GetMessage(commitLogOffset, size)
+	if !ok {
+		return SelectResult{}, false
+	}
+	r, err := message.ParseRecord(rec.Bytes)
+	if err != nil || r.PhysicalOffset() != commitLogOffset || r.VerifyCRC() != nil {
+		rec.Release()
+		return SelectResult{}, false
+	}
+	return rec, true
 }
 
 // LookMessageByOffset decodes the message starting at a commitlog offset

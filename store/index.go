@@ -120,7 +120,7 @@ func (f *indexFile) putKey(key string, phyOffset, storeTimestamp int64) (bool, e
 	hash := indexKeyHash(key)
 	slotPos := indexHeaderSize + int(hash)%f.slotNum*indexSlotSize
 	slotValue := int32(binary.BigEndian.Uint32(b[slotPos:]))
-	if slotValue <= indexInvalid || slotValue > f.indexCount {
+	if slotValue <= indexInvalid || slotValue >= f.indexCount {
 		slotValue = indexInvalid
 	}
 	var timeDiff int64
@@ -158,12 +158,14 @@ func (f *indexFile) selectPhyOffsets(out []int64, key string, maxNum int, begin,
 	b := f.mf.Buffer()
 	hash := indexKeyHash(key)
 	slotPos := indexHeaderSize + int(hash)%f.slotNum*indexSlotSize
+	// Entries 1..indexCount-1 are written: a slot or prevIndex outside them
+	// (a damaged file) ends the chain rather than reading beyond the file.
 	next := int32(binary.BigEndian.Uint32(b[slotPos:]))
-	if next <= indexInvalid || next > f.indexCount || f.indexCount <= 1 {
+	if next <= indexInvalid || next >= f.indexCount || f.indexCount <= 1 {
 		return out
 	}
-	// Each step follows prevIndex, which must decrease; the bound also
-	// stops a corrupted chain.
+	// Each step follows prevIndex, which must decrease, so a damaged chain
+	// ends too; the step bound is a second guard.
 	for steps := 0; len(out) < maxNum && steps < f.indexNum; steps++ {
 		pos := indexHeaderSize + f.slotNum*indexSlotSize + int(next)*indexEntrySize
 		keyHash := int32(binary.BigEndian.Uint32(b[pos:]))
@@ -177,7 +179,7 @@ func (f *indexFile) selectPhyOffsets(out []int64, key string, maxNum int, begin,
 		if keyHash == hash && timeRead >= begin && timeRead <= end {
 			out = append(out, phy)
 		}
-		if prev <= indexInvalid || prev > f.indexCount || prev == next || timeRead < begin {
+		if prev <= indexInvalid || prev >= next || timeRead < begin {
 			break
 		}
 		next = prev
@@ -291,6 +293,37 @@ func (s *IndexService) Load(lastExitOK bool, checkpointTs int64) (int64, error) 
 	s.mu.Lock()
 	s.files = files
 	s.mu.Unlock()
+	return rebuildFrom, nil
+}
+
+// DropBeyond deletes the newest index files whose endPhyOffset lies beyond
+// end, the recovered commitlog end: a damaged header (indexing would skip
+// every record below a garbage endPhyOffset) or entries of records recovery
+// cut. It returns the commitlog offset dispatch must start from to index
+// those records again, -1 if nothing was dropped.
+func (s *IndexService) DropBeyond(end int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rebuildFrom := int64(-1)
+	for len(s.files) > 0 {
+		f := s.files[len(s.files)-1]
+		if f.endPhyOffset <= end {
+			break
+		}
+		s.log.WithFields(logrus.Fields{"file": f.mf.Path(), "endPhyOffset": f.endPhyOffset, "commitlogEnd": end}).
+			Warn("deleting an index file that ends beyond the commitlog; dispatch rebuilds it")
+		if err := f.mf.Destroy(time.Second); err != nil {
+			return rebuildFrom, err
+		}
+		s.files = s.files[:len(s.files)-1]
+		rebuildFrom = 0
+		if f.beginPhyOffset >= 0 && f.beginPhyOffset <= end {
+			rebuildFrom = f.beginPhyOffset
+		}
+	}
+	if n := len(s.files); rebuildFrom >= 0 && n > 0 {
+		rebuildFrom = s.files[n-1].endPhyOffset
+	}
 	return rebuildFrom, nil
 }
 

@@ -33,18 +33,37 @@ const (
 // first file when none qualifies or there is no checkpoint.
 // The walk checks magic, the record's sizes, its physical offset field
 // against its position and, with CheckCRCOnRecover, the body CRC; a blank
-// marker moves to the next file. At the first bad record the commitlog is
-// truncated: later files are deleted, the write and flush positions are set
+// marker moves to the next file.
+//
+// A bad record is damage, not the end, when intact records follow it: the
+// walk looks for the next record boundary (see resyncIn) and goes on from
+// there, remembering the skipped bytes as a lost range (LostRanges) and
+// logging it. The damaged bytes stay as they are, so every later recovery
+// that walks them finds and skips the same range. Never-written zeros are
+// taken for the end of the log unless something shows the log goes on
+// (a later file holds data, or a consume queue has an entry beyond them,
+// see RecoverWithQueueEnd): only then are they searched past, since the
+// search reads the rest of the file.
+//
+// When nothing valid follows, the log ends at the first bad record (a torn
+// tail): later files are deleted, the write and flush positions are set
 // there and, unless the stop was at never-written zeros after a clean
 // shutdown, the rest of that file is zeroed and synced, so stale records
-// behind the cut can never be taken for new ones later. One log line names the
-// file, offset and reason.
+// behind the cut can never be taken for new ones later. One log line names
+// the file, offset and reason.
 func (cl *CommitLog) Recover(normal bool, cp *StoreCheckpoint) error {
+	return cl.RecoverWithQueueEnd(normal, cp, -1)
+}
+
+// RecoverWithQueueEnd is Recover told queueEnd, the highest commitlog end
+// any consume-queue entry claims (-1 if unknown): zeros the walk meets
+// below it are damage to search past, not the end of the log.
+func (cl *CommitLog) RecoverWithQueueEnd(normal bool, cp *StoreCheckpoint, queueEnd int64) error {
 	var minTimestamp int64
 	if cp != nil {
 		minTimestamp = cp.MinTimestamp()
 	}
-	_, err := cl.recoverAt(normal, minTimestamp)
+	_, err := cl.recoverAt(normal, minTimestamp, queueEnd)
 	return err
 }
 
@@ -52,7 +71,8 @@ func (cl *CommitLog) Recover(normal bool, cp *StoreCheckpoint) error {
 // from (the oldest file it validated).
 func (cl *CommitLog) RecoverStartOffset() int64 { return cl.recoverStart.Load() }
 
-func (cl *CommitLog) recoverAt(normal bool, minTimestamp int64) (int64, error) {
+func (cl *CommitLog) recoverAt(normal bool, minTimestamp, queueEnd int64) (int64, error) {
+	cl.setLostRanges(nil)
 	files := cl.mfq.Files()
 	if len(files) == 0 {
 		cl.mfq.SetFlushedWhere(0)
@@ -77,25 +97,36 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp int64) (int64, error) {
 	idx, pos := start, 0
 	var lastTs int64
 	var reason string
+	var lost []LostRange
 	for {
 		mf := files[idx]
 		buf := mf.Buffer()
+		var err error
+		zeros := false
 		if pos+message.BlankRecordLength > fileSize {
-			reason = "file ends without a blank marker"
-			break
-		}
-		if binary.BigEndian.Uint64(buf[pos:]) == 0 {
-			reason = endOfData
-			break
-		}
-		r, err := message.ParseRecord(buf[pos:])
-		if errors.Is(err, message.ErrBlankRecord) {
-			if idx+1 >= len(files) {
-				reason = blankInLastFile
+			err = errors.New("file ends without a blank marker")
+		} else if binary.BigEndian.Uint64(buf[pos:]) == 0 {
+			if !laterData(files, idx, mf.FileFromOffset()+int64(pos), queueEnd) {
+				reason = endOfData
 				break
 			}
-			idx, pos = idx+1, 0
-			continue
+			zeros, err = true, errors.New("zeros in the middle of the log")
+		}
+		var r message.Record
+		if err == nil {
+			r, err = message.ParseRecord(buf[pos:])
+		}
+		if errors.Is(err, message.ErrBlankRecord) {
+			err = nil
+			if rest := binary.BigEndian.Uint32(buf[pos:]); int(rest) != fileSize-pos {
+				err = fmt.Errorf("blank marker of %d bytes %d bytes before the end of the file", rest, fileSize-pos)
+			} else if idx+1 >= len(files) {
+				reason = blankInLastFile
+				break
+			} else {
+				idx, pos = idx+1, 0
+				continue
+			}
 		}
 		if err == nil && r.Size()+message.BlankRecordLength > fileSize-pos {
 			err = fmt.Errorf("record of %d bytes leaves no room for the blank marker", r.Size())
@@ -106,23 +137,38 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp int64) (int64, error) {
 		if err == nil && checkCRC {
 			err = r.VerifyCRC()
 		}
-		if err != nil {
-			reason = err.Error()
-			break
+		if err == nil {
+			pos += r.Size()
+			lastTs = r.StoreTimestamp()
+			continue
 		}
-		pos += r.Size()
-		lastTs = r.StoreTimestamp()
+		reason = err.Error()
+		nidx, npos, ok := resync(files, idx, pos)
+		if !ok {
+			if zeros {
+				reason = endOfData // nothing follows the zeros after all
+			}
+			break // a torn tail: the log ends here
+		}
+		lr := LostRange{From: mf.FileFromOffset() + int64(pos), To: files[nidx].FileFromOffset() + int64(npos)}
+		lost = append(lost, lr)
+		cl.log.WithFields(logrus.Fields{
+			"file": mf.Path(), "from": lr.From, "to": lr.To, "lostBytes": lr.To - lr.From,
+			"reason": reason, "resumeFile": files[nidx].Path(),
+		}).Error("commitlog recovery: damaged records lost, the intact records after them are kept")
+		idx, pos = nidx, npos
 	}
 	stopFile := files[idx]
 	processOffset := stopFile.FileFromOffset() + int64(pos)
 	fields := logrus.Fields{
-		"file":      stopFile.Path(),
-		"offset":    processOffset,
-		"filePos":   pos,
-		"reason":    reason,
-		"normal":    normal,
-		"fromFile":  files[start].Path(),
-		"dropFiles": len(files) - 1 - idx,
+		"file":       stopFile.Path(),
+		"offset":     processOffset,
+		"filePos":    pos,
+		"reason":     reason,
+		"normal":     normal,
+		"fromFile":   files[start].Path(),
+		"dropFiles":  len(files) - 1 - idx,
+		"lostRanges": len(lost),
 	}
 	// Stopping at never-written bytes (or at a blank marker with no next file)
 	// with only empty files after it is an ordinary end of the log, such as a
@@ -155,9 +201,139 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp int64) (int64, error) {
 			return processOffset, err
 		}
 	}
+	cl.setLostRanges(lost)
 	cl.lastStoreTimestamp.Store(lastTs)
 	cl.mfq.SetStoreTimestamp(lastTs)
 	return processOffset, nil
+}
+
+// laterData reports whether the log goes on after never-written zeros at
+// global offset off of files[idx]: a later file holds data, or a consume
+// queue claims a record ending beyond off.
+func laterData(files []*MappedFile, idx int, off, queueEnd int64) bool {
+	if queueEnd > off {
+		return true
+	}
+	for _, mf := range files[idx+1:] {
+		if binary.BigEndian.Uint64(mf.Buffer()) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// resync finds the first record boundary after the bad record at pos of
+// files[idx], in that file or a later one (see resyncIn).
+func resync(files []*MappedFile, idx, pos int) (nidx, npos int, ok bool) {
+	for i := idx; i < len(files); i++ {
+		from := 0
+		if i == idx {
+			from = pos + 1
+		}
+		b := files[i].Buffer()
+		if p := resyncIn(b, files[i].FileFromOffset(), from, len(b)); p >= 0 {
+			return i, p, true
+		}
+	}
+	return 0, 0, false
+}
+
+// The sync markers resyncIn looks for: the magic code of a record (V1
+// 0xDAA320A7 and V2 0xDAA320AB share three bytes) and of the blank
+// end-of-file marker, 4 bytes into what they mark.
+var (
+	recordMagicPrefix = []byte{0xDA, 0xA3, 0x20}
+	blankMagicBytes   = []byte{0xCB, 0xD4, 0x31, 0x94}
+)
+
+// resyncIn returns the first position p >= from in b at which the commitlog
+// can be trusted again, or -1. b holds bytes of one commitlog file starting
+// at global offset base, and fileRest bytes remain in the file from b[0].
+//
+// p is either a blank end-of-file marker whose TOTALSIZE is exactly the
+// rest of the file, or a record that checks out completely (see
+// intactRecordAt: magic, a PHYSICALOFFSET field equal to its own position,
+// sizes, body CRC whatever CheckCRCOnRecover says) and is followed by what
+// a log holds after a record: another record with a matching PHYSICALOFFSET
+// field and sizes, a blank marker of the right size, never-written zeros, or
+// the end of b. The magic and the 8-byte offset field together make a false
+// match in damaged or random bytes practically impossible; the markers are
+// found with bytes.Index, so a search costs a read of the bytes searched.
+func resyncIn(b []byte, base int64, from, fileRest int) int {
+	nextRecord := func(p int) int { // first q >= p with a record magic at q+4
+		for p+8 <= len(b) {
+			i := bytes.Index(b[p+4:], recordMagicPrefix)
+			if i < 0 || p+i+8 > len(b) {
+				return -1
+			}
+			q := p + i
+			if m := b[q+7]; m == 0xA7 || m == 0xAB {
+				return q
+			}
+			p = q + 1
+		}
+		return -1
+	}
+	nextBlank := func(p int) int { // first q >= p with the blank magic at q+4
+		if p+8 > len(b) {
+			return -1
+		}
+		if i := bytes.Index(b[p+4:], blankMagicBytes); i >= 0 {
+			return p + i
+		}
+		return -1
+	}
+	rec, blank := nextRecord(from), nextBlank(from)
+	for rec >= 0 || blank >= 0 {
+		if blank >= 0 && (rec < 0 || blank < rec) {
+			if int(binary.BigEndian.Uint32(b[blank:])) == fileRest-blank {
+				return blank
+			}
+			blank = nextBlank(blank + 1)
+			continue
+		}
+		if n := intactRecordAt(b, base, rec, fileRest, true); n > 0 && followsRecord(b, base, rec+n, fileRest) {
+			return rec
+		}
+		rec = nextRecord(rec + 1)
+	}
+	return -1
+}
+
+// intactRecordAt returns the size of the record at b[p:] if it has a record
+// magic, its PHYSICALOFFSET field says base+p, its sizes agree, it leaves
+// room for the blank marker before the end of the file and, when checkCRC,
+// its body CRC matches; 0 otherwise.
+func intactRecordAt(b []byte, base int64, p, fileRest int, checkCRC bool) int {
+	if p < 0 || p+message.PosPhysicalOffset+8 > len(b) ||
+		int64(binary.BigEndian.Uint64(b[p+message.PosPhysicalOffset:])) != base+int64(p) {
+		return 0
+	}
+	r, err := message.ParseRecord(b[p:])
+	if err != nil || r.Size()+message.BlankRecordLength > fileRest-p {
+		return 0
+	}
+	if checkCRC && r.VerifyCRC() != nil {
+		return 0
+	}
+	return r.Size()
+}
+
+// followsRecord reports whether b[q:] holds what may follow a record: the
+// end of b, never-written zeros, a blank marker filling the file, or a
+// record that parses at its own position (its CRC is the walk's business).
+func followsRecord(b []byte, base int64, q, fileRest int) bool {
+	if q+message.BlankRecordLength > len(b) {
+		return true
+	}
+	head := b[q : q+message.BlankRecordLength]
+	if binary.BigEndian.Uint64(head) == 0 {
+		return true
+	}
+	if bytes.Equal(head[4:], blankMagicBytes) {
+		return int(binary.BigEndian.Uint32(head)) == fileRest-q
+	}
+	return intactRecordAt(b, base, q, fileRest, false) > 0
 }
 
 // firstRecordStoredBefore is isMappedFileMatchedRecover: the file's first

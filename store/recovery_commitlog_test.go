@@ -119,8 +119,10 @@ func TestRecoverCorruption(t *testing.T) {
 			patchFile(t, path, pos, make([]byte, 3*int(r.WroteBytes)))
 			return n - 3, endOfData
 		}},
-		{"flipped body byte", func(t *testing.T, cfg *Config, puts []PutResult) (int, string) {
-			k := n - 40
+		// Damage to the last record is a torn tail: nothing follows it.
+		// (Damage followed by intact records: TestRecoverSkipsDamagedRecords.)
+		{"flipped body byte in the last record", func(t *testing.T, cfg *Config, puts []PutResult) (int, string) {
+			k := n - 1
 			r := puts[k]
 			path, pos := commitLogFile(cfg, r.WroteOffset)
 			b := make([]byte, 1)
@@ -132,11 +134,11 @@ func TestRecoverCorruption(t *testing.T) {
 			patchFile(t, path, pos+200, []byte{b[0] ^ 0x5A})
 			return k, "crc"
 		}},
-		{"torn size field", func(t *testing.T, cfg *Config, puts []PutResult) (int, string) {
-			r := puts[n-2]
+		{"torn size field of the last record", func(t *testing.T, cfg *Config, puts []PutResult) (int, string) {
+			r := puts[n-1]
 			path, pos := commitLogFile(cfg, r.WroteOffset)
 			patchFile(t, path, pos, binary.BigEndian.AppendUint32(nil, 0x7FFF0000))
-			return n - 2, "record"
+			return n - 1, "record"
 		}},
 	}
 	for _, ft := range clFlushModes {
@@ -336,4 +338,188 @@ func TestRecoverAfterAWriteStoppedAtAnyByte(t *testing.T) {
 			}
 		})
 	}
+}
+
+// xorFile flips bytes of a file: each of n bytes at pos is XORed with mask.
+func xorFile(t *testing.T, path string, pos int64, n int, mask byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	b := make([]byte, n)
+	_, err = f.ReadAt(b, pos)
+	require.NoError(t, err)
+	for i := range b {
+		b[i] ^= mask
+	}
+	_, err = f.WriteAt(b, pos)
+	require.NoError(t, err)
+}
+
+// lostLogLine returns the recovery log line naming lost range r.
+func lostLogLine(h *test.Hook, r LostRange) *logrus.Entry {
+	for _, e := range h.AllEntries() {
+		if e.Data["from"] == r.From && e.Data["to"] == r.To && e.Data["reason"] != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// A damaged record followed by intact ones costs only itself: recovery
+// finds where intact records go on, keeps them, and remembers and logs the
+// damaged byte range. Every reopen finds the same range.
+func TestRecoverSkipsDamagedRecords(t *testing.T) {
+	const n = 600 // ~3.1 KB records: two 1 MiB files
+	type damage struct {
+		lost   []int // records that must be lost
+		ranges []LostRange
+		reason string
+	}
+	rng := func(puts []PutResult, from, to int) LostRange { // records [from, to)
+		return LostRange{From: puts[from].WroteOffset, To: puts[to].WroteOffset}
+	}
+	lastOfFirstFile := func(cfg *Config, puts []PutResult) int {
+		k := 0
+		for k+1 < len(puts) && puts[k+1].WroteOffset < int64(cfg.MappedFileSizeCommitLog) {
+			k++
+		}
+		return k
+	}
+	cases := []struct {
+		name     string
+		noCRC    bool // CheckCRCOnRecover off
+		queueEnd bool // recover told a consume queue claims the whole log
+		damage   func(t *testing.T, cfg *Config, puts []PutResult) damage
+	}{
+		{"flipped body byte", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[100].WroteOffset)
+			xorFile(t, path, pos+200, 1, 0x5A)
+			return damage{[]int{100}, []LostRange{rng(puts, 100, 101)}, "crc"}
+		}},
+		{"flipped size field", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[100].WroteOffset)
+			xorFile(t, path, pos, 1, 0xFF)
+			return damage{[]int{100}, []LostRange{rng(puts, 100, 101)}, "total size"}
+		}},
+		{"16 bytes flipped across two records", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[101].WroteOffset)
+			xorFile(t, path, pos-8, 16, 0x01)
+			return damage{[]int{100, 101}, []LostRange{rng(puts, 100, 102)}, "record"}
+		}},
+		{"flipped blank end-of-file marker", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			k := lastOfFirstFile(cfg, puts)
+			end := puts[k].WroteOffset + int64(puts[k].WroteBytes)
+			path, pos := commitLogFile(cfg, end)
+			xorFile(t, path, pos, 8, 0x01)
+			return damage{nil, []LostRange{{From: end, To: int64(cfg.MappedFileSizeCommitLog)}}, "magic"}
+		}},
+		{"last record of a file and its blank marker", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			k := lastOfFirstFile(cfg, puts)
+			path, pos := commitLogFile(cfg, puts[k].WroteOffset)
+			xorFile(t, path, pos+200, 1, 0x5A)
+			xorFile(t, path, pos+int64(puts[k].WroteBytes), 8, 0x01)
+			return damage{[]int{k}, []LostRange{{From: puts[k].WroteOffset, To: int64(cfg.MappedFileSizeCommitLog)}}, "crc"}
+		}},
+		{"zeroed header in the last file, a queue claiming the rest", false, true, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[500].WroteOffset)
+			patchFile(t, path, pos, make([]byte, 16))
+			return damage{[]int{500}, []LostRange{rng(puts, 500, 501)}, "zeros"}
+		}},
+		{"two damaged records", false, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[100].WroteOffset)
+			xorFile(t, path, pos+200, 1, 0x5A)
+			path, pos = commitLogFile(cfg, puts[450].WroteOffset)
+			xorFile(t, path, pos+4, 4, 0x01)
+			return damage{[]int{100, 450}, []LostRange{rng(puts, 100, 101), rng(puts, 450, 451)}, ""}
+		}},
+		{"salvage checks the CRC with CheckCRCOnRecover off", true, false, func(t *testing.T, cfg *Config, puts []PutResult) damage {
+			path, pos := commitLogFile(cfg, puts[100].WroteOffset)
+			xorFile(t, path, pos+4, 4, 0x01) // header of 100
+			path, pos = commitLogFile(cfg, puts[101].WroteOffset)
+			xorFile(t, path, pos+200, 1, 0x5A) // body of 101: not a place to resume at
+			return damage{[]int{100, 101}, []LostRange{rng(puts, 100, 102)}, "magic"}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := clTestConfig(t, AsyncFlush)
+			cfg.CheckCRCOnRecover = !tc.noCRC
+			puts := fillCommitLog(t, cfg, n)
+			require.EqualValues(t, 2, puts[n-1].WroteOffset/int64(cfg.MappedFileSizeCommitLog)+1, "two files")
+			d := tc.damage(t, cfg, puts)
+			end := puts[n-1].WroteOffset + int64(puts[n-1].WroteBytes)
+			queueEnd := int64(-1)
+			if tc.queueEnd {
+				queueEnd = end
+			}
+			lost := map[int]bool{}
+			for _, i := range d.lost {
+				lost[i] = true
+			}
+			check := func(cl *CommitLog, extra int) {
+				t.Helper()
+				assert.Equal(t, d.ranges, cl.LostRanges())
+				recs := walkCommitLog(t, cl)
+				require.Len(t, recs, n-len(d.lost)+extra)
+				j := 0
+				for i := range n {
+					if lost[i] {
+						continue
+					}
+					assert.Equal(t, puts[i].WroteOffset, recs[j].CommitLogOffset, "record %d kept", i)
+					assert.EqualValues(t, i, recs[j].ConsumeQueueOffset)
+					j++
+				}
+			}
+			open := func(normal bool) (*CommitLog, *test.Hook) {
+				l, h := logHook()
+				cl, err := NewCommitLog(cfg, l)
+				require.NoError(t, err)
+				require.NoError(t, cl.Load())
+				require.NoError(t, cl.RecoverWithQueueEnd(normal, nil, queueEnd))
+				cl.Start()
+				t.Cleanup(func() { _ = cl.Shutdown() })
+				return cl, h
+			}
+
+			cl, h := open(false)
+			assert.Equal(t, end, cl.MaxOffset(), "the records after the damage are kept")
+			check(cl, 0)
+			for _, r := range d.ranges {
+				e := lostLogLine(h, r)
+				if assert.NotNil(t, e, "a log line names the lost range %v", r) {
+					assert.Equal(t, logrus.ErrorLevel, e.Level)
+					assert.Contains(t, e.Data["reason"], d.reason)
+					assert.Contains(t, e.Message, "damaged records lost")
+				}
+			}
+			// Appending goes on at the end; the damage stays where it was.
+			cl.SetQueueOffset("Rec", 0, int64(n))
+			r := cl.PutMessage(context.Background(), clMsg("Rec", 0, []byte("after"), nil))
+			require.Equal(t, PutOK, r.Status)
+			require.Equal(t, end, r.WroteOffset)
+			require.NoError(t, cl.Shutdown())
+
+			// Every later recovery, normal or not, finds the same.
+			for _, normal := range []bool{true, false, true} {
+				cl2, _ := open(normal)
+				assert.Equal(t, end+int64(r.WroteBytes), cl2.MaxOffset())
+				check(cl2, 1)
+				require.NoError(t, cl2.Shutdown())
+			}
+		})
+	}
+}
+
+// Zeros are the end of the log unless something says it goes on: without a
+// consume queue claiming more, a zeroed record ends the log as a torn tail.
+func TestRecoverZerosWithoutEvidenceAreTheEnd(t *testing.T) {
+	cfg := clTestConfig(t, AsyncFlush)
+	puts := fillCommitLog(t, cfg, 600)
+	path, pos := commitLogFile(cfg, puts[500].WroteOffset)
+	patchFile(t, path, pos, make([]byte, 16))
+	cl, _ := reopen(t, cfg, false)
+	assert.Equal(t, puts[500].WroteOffset, cl.MaxOffset())
+	assert.Empty(t, cl.LostRanges())
 }

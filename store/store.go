@@ -259,21 +259,24 @@ func (s *Store) wasDeleted(topic string, phyOffset int64) bool {
 	return ok && phyOffset < before
 }
 
-// recover recovers consume queues and the commitlog, cuts consume-queue
-// entries beyond the commitlog's valid end, rebuilds the topic-queue offset
-// table and picks the dispatch start.
+// recover recovers the commitlog, then the consume queues against it (the
+// commitlog is the source of truth: an entry that does not match its record
+// is cut and dispatched again), cuts consume-queue entries beyond the
+// commitlog's valid end, rebuilds the topic-queue offset table and picks
+// the dispatch start.
 func (s *Store) recover() error {
-	maxPhyOfCQ := int64(0)
+	// Zeros in the commitlog below an end some consume queue claims are
+	// damage, not the end of the log.
+	queueEnd := int64(-1)
 	for _, cq := range s.cqs {
-		if err := cq.Recover(); err != nil {
-			return err
-		}
-		maxPhyOfCQ = max(maxPhyOfCQ, cq.MaxPhysicOffset())
+		queueEnd = max(queueEnd, cq.claimedEnd())
 	}
-	if err := s.commitLog.Recover(s.lastExitOK, s.checkpoint); err != nil {
+	if err := s.commitLog.RecoverWithQueueEnd(s.lastExitOK, s.checkpoint, queueEnd); err != nil {
 		return err
 	}
 	clMin, clMax := s.commitLog.MinOffset(), s.commitLog.MaxOffset()
+	rebuildFrom := int64(-1)
+	maxPhyOfCQ := int64(0)
 	for k, cq := range s.cqs {
 		if s.commitLog.Files().Len() == 0 {
 			// No commitlog at all: nothing a consume queue says can be read.
@@ -283,10 +286,31 @@ func (s *Store) recover() error {
 			delete(s.cqs, k)
 			continue
 		}
+		from, err := cq.RecoverVerified(s.commitLog)
+		if err != nil {
+			return err
+		}
+		if from >= 0 && (rebuildFrom < 0 || from < rebuildFrom) {
+			rebuildFrom = from
+		}
+		maxPhyOfCQ = max(maxPhyOfCQ, cq.MaxPhysicOffset())
 		if cq.MaxPhysicOffset() > clMax {
+			// Entries older than the scanned files point beyond the end.
 			if err := cq.TruncateDirty(clMax); err != nil {
 				return err
 			}
+		}
+	}
+	if err := s.blankLostEntries(); err != nil {
+		return err
+	}
+	if s.index != nil {
+		from, err := s.index.DropBeyond(clMax)
+		if err != nil {
+			return err
+		}
+		if from >= 0 && (s.indexRebuildFrom < 0 || from < s.indexRebuildFrom) {
+			s.indexRebuildFrom = from
 		}
 	}
 	reputFrom := int64(0)
@@ -315,6 +339,10 @@ func (s *Store) recover() error {
 	if s.indexRebuildFrom >= 0 {
 		reputFrom = min(reputFrom, s.indexRebuildFrom)
 	}
+	if rebuildFrom >= 0 {
+		s.log.WithField("offset", rebuildFrom).Warn("consume queues were cut at damaged entries; dispatching again to rebuild them")
+		reputFrom = min(reputFrom, rebuildFrom)
+	}
 	reputFrom = max(min(reputFrom, clMax), clMin)
 	s.reput = newReputService(s, s.log.WithField("component", "dispatch"))
 	s.reput.reputFrom.Store(reputFrom)
@@ -322,6 +350,33 @@ func (s *Store) recover() error {
 		"commitlogMin": clMin, "commitlogMax": clMax, "maxPhyOffsetOfConsumeQueue": maxPhyOfCQ,
 		"dispatchFrom": reputFrom, "queues": len(s.cqs),
 	}).Info("store recovered")
+	return nil
+}
+
+// blankLostEntries rewrites the consume-queue entries of messages in the
+// commitlog's lost ranges as blank entries, and logs which they were.
+func (s *Store) blankLostEntries() error {
+	for _, r := range s.commitLog.LostRanges() {
+		found := false
+		for _, cq := range s.cqs {
+			first, last, n, err := cq.BlankLost(r)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				continue
+			}
+			found = true
+			s.log.WithFields(logrus.Fields{
+				"topic": cq.Topic(), "queueId": cq.QueueID(), "fromQueueOffset": first, "toQueueOffset": last,
+				"messages": n, "lostFrom": r.From, "lostTo": r.To,
+			}).Error("messages lost with a damaged commitlog range: their consume-queue entries are blanked, later offsets stay")
+		}
+		if !found {
+			s.log.WithFields(logrus.Fields{"lostFrom": r.From, "lostTo": r.To}).
+				Warn("no consume-queue entry points into the lost commitlog range")
+		}
+	}
 	return nil
 }
 
@@ -341,17 +396,26 @@ func (s *Store) rebuildQueueTable() {
 // the first one whose consume-queue entry is missing (-1 if none), and
 // whether some queue is missing entirely although its records there do not
 // start at queue offset 0 (its older entries are gone too: everything must
-// be dispatched again).
+// be dispatched again). It steps over the commitlog's lost ranges.
 func (s *Store) findUndispatched(from, to int64) (int64, bool) {
-	gap, missingOld := int64(-1), false
+	gap := int64(-1)
 	for off := from; off < to; {
 		res, ok := s.commitLog.GetData(off)
 		if !ok {
 			break
 		}
+		next := s.commitLog.RollNextFile(off)
 		b := res.Bytes
 		pos := 0
 		for pos < len(b) && off+int64(pos) < to {
+			if lr, lost := s.commitLog.lostRangeAt(off + int64(pos)); lost {
+				if lr.To < next {
+					pos = int(lr.To - off)
+					continue
+				}
+				next = lr.To
+				break // the lost range runs to the file's end or beyond
+			}
 			r, err := message.ParseRecord(b[pos:])
 			if err != nil {
 				break // blank marker or the end: next file
@@ -360,26 +424,23 @@ func (s *Store) findUndispatched(from, to int64) (int64, bool) {
 			if (tt == message.TransactionNotType || tt == message.TransactionCommitType) &&
 				!s.wasDeleted(string(r.Topic()), off+int64(pos)) {
 				cq := s.cqs[queueKey{string(r.Topic()), r.QueueID()}]
-				switch {
-				case cq == nil && r.QueueOffset() > 0:
-					missingOld = true
-					fallthrough
-				case cq == nil || r.QueueOffset() >= cq.MaxOffsetInQueue():
+				if cq == nil && r.QueueOffset() > 0 {
+					res.Release()
 					if gap < 0 {
 						gap = off + int64(pos)
 					}
+					return gap, true
 				}
-			}
-			if missingOld {
-				res.Release()
-				return gap, true
+				if (cq == nil || r.QueueOffset() >= cq.MaxOffsetInQueue()) && gap < 0 {
+					gap = off + int64(pos)
+				}
 			}
 			pos += r.Size()
 		}
 		res.Release()
-		off = s.commitLog.RollNextFile(off)
+		off = next
 	}
-	return gap, missingOld
+	return gap, false
 }
 
 // abnormalDispatchStart returns the start of the newest commitlog file whose

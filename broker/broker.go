@@ -85,6 +85,11 @@ type Broker struct {
 	nsClient    *remoting.Client
 	registerNow chan struct{} // wakes registerLoop after a topic change
 
+	// A slave's view of its master (register.go, slave_sync.go).
+	masterAddr atomic.Pointer[string] // the master's broker address, from REGISTER_BROKER answers
+	onHAMaster func(haAddr string)    // told the master's HA address (the replication client)
+	slaveSync  slaveSyncState
+
 	startMu   sync.Mutex
 	started   bool
 	stopped   bool
@@ -120,6 +125,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		uniqIDs:     message.NewUniqIDGenerator(ip),
 		registerNow: make(chan struct{}, 1),
 		bootTime:    time.Now(),
+		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)
@@ -216,6 +222,10 @@ func (b *Broker) Start() error {
 	cancel()
 	b.wg.Add(1)
 	go b.registerLoop()
+	if b.cfg.IsSlave() {
+		b.wg.Add(1)
+		go b.slaveSyncLoop()
+	}
 	b.log.WithFields(logrus.Fields{"addr": b.Addr(), "namesrv": b.cfg.NamesrvAddr}).Info("broker started")
 	switch b.cfg.BrokerRole {
 	case conf.RoleSyncMaster:

@@ -86,6 +86,29 @@ func (m *ConsumerOffsetManager) Restore(data []byte) error {
 	return nil
 }
 
+// MergeFromMaster takes the offsets of a GET_ALL_CONSUMER_OFFSET body (a
+// slave's sync): each topic@group of the master replaces ours, as RocketMQ's
+// putAll does, and ours that the master does not have stay (offsets a
+// consumer committed here while the master was down).
+func (m *ConsumerOffsetManager) MergeFromMaster(data []byte) error {
+	table, err := parseOffsetTable(data)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	merged := make(map[string]map[int32]int64, len(m.table)+len(table))
+	for k, v := range m.table {
+		merged[k] = v
+	}
+	for k, v := range table {
+		merged[k] = v
+	}
+	m.table = merged
+	m.version++
+	m.mu.Unlock()
+	return nil
+}
+
 // swap makes table the manager's table.
 func (m *ConsumerOffsetManager) swap(table map[string]map[int32]int64) {
 	m.mu.Lock()

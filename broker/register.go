@@ -92,7 +92,49 @@ func (b *Broker) registerAll(ctx context.Context) {
 	b.invokeAll(ctx, addrs, func() *remoting.Command {
 		// ServerVersion (>= 37) makes the nameserver read a RegisterBrokerBody.
 		return remoting.NewRequest(remoting.RegisterBroker, protocol.EncodeHeader(&hdr, nil), body)
-	}, "register")
+	}, "register", b.onRegistered)
+}
+
+// onRegistered takes a nameserver's REGISTER_BROKER answer: a slave learns
+// its master's address (for the metadata sync) and HA address (for
+// replication) there. An answer without them (the master is gone from the
+// nameserver) changes nothing: the slave keeps trying the last master.
+func (b *Broker) onRegistered(resp *remoting.Command) {
+	if !b.cfg.IsSlave() {
+		return
+	}
+	var h protocol.RegisterBrokerResponseHeader
+	if err := protocol.DecodeHeader(resp.ExtFields, &h); err != nil {
+		b.log.WithError(err).Warn("cannot read the nameserver's REGISTER_BROKER answer")
+		return
+	}
+	b.setMasterAddrs(h.MasterAddr, h.HaServerAddr)
+}
+
+// setMasterAddrs records the master's broker and HA addresses ("" keeps
+// the known one). A new master address triggers a metadata sync at once.
+func (b *Broker) setMasterAddrs(master, ha string) {
+	if master != "" {
+		if old := b.masterAddr.Swap(&master); old == nil || *old != master {
+			b.log.WithField("master", master).Info("following a new master")
+			select {
+			case b.slaveSync.now <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if ha != "" && b.onHAMaster != nil {
+		b.onHAMaster(ha)
+	}
+}
+
+// MasterAddr returns the address of the master a slave follows ("" when not
+// known yet, and on a master).
+func (b *Broker) MasterAddr() string {
+	if p := b.masterAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // unregisterAll sends UNREGISTER_BROKER to every nameserver, so clients stop
@@ -112,12 +154,13 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 	defer cancel()
 	b.invokeAll(ctx, addrs, func() *remoting.Command {
 		return remoting.NewRequest(remoting.UnregisterBroker, protocol.EncodeHeader(&hdr, nil), nil)
-	}, "unregister")
+	}, "unregister", nil)
 }
 
 // invokeAll sends a fresh request (the transport sets its opaque) to each
-// address in parallel and waits for every answer.
-func (b *Broker) invokeAll(ctx context.Context, addrs []string, build func() *remoting.Command, what string) {
+// address in parallel and waits for every answer; onOK (may be nil) gets
+// each SUCCESS answer.
+func (b *Broker) invokeAll(ctx context.Context, addrs []string, build func() *remoting.Command, what string, onOK func(*remoting.Command)) {
 	var wg sync.WaitGroup
 	for _, addr := range addrs {
 		wg.Add(1)
@@ -132,6 +175,9 @@ func (b *Broker) invokeAll(ctx context.Context, addrs []string, build func() *re
 				log.WithFields(logrus.Fields{"code": resp.Code, "remark": resp.Remark}).Warn("nameserver refused")
 			default:
 				log.Debug("nameserver call done")
+				if onOK != nil {
+					onOK(resp)
+				}
 			}
 		}()
 	}

@@ -90,6 +90,34 @@ func (m *SubscriptionGroupManager) Load() error {
 	return nil
 }
 
+// ReplaceFromMaster makes the table the master's (a slave's sync) when its
+// version differs from ours, and persists it; it reports whether anything
+// changed. The system groups stay.
+func (m *SubscriptionGroupManager) ReplaceFromMaster(w *protocol.SubscriptionGroupWrapper) (bool, error) {
+	m.mu.Lock()
+	if w.DataVersion == m.version {
+		m.mu.Unlock()
+		return false, nil
+	}
+	table := make(map[string]*protocol.SubscriptionGroupConfig, len(w.SubscriptionGroupTable)+len(systemConsumerGroups))
+	for _, g := range systemConsumerGroups {
+		table[g] = protocol.NewSubscriptionGroupConfig(g)
+	}
+	for name, c := range w.SubscriptionGroupTable {
+		if c == nil || validateGroupName(name) != nil {
+			m.log.WithField("group", name).Warn("skipping an invalid group of the master's table")
+			continue
+		}
+		cc := *c
+		cc.GroupName = name
+		table[name] = &cc
+	}
+	m.table = table
+	m.version = w.DataVersion
+	m.mu.Unlock()
+	return true, m.Persist()
+}
+
 // Encode renders the table and its version as JSON.
 func (m *SubscriptionGroupManager) Encode() ([]byte, error) {
 	m.mu.RLock()

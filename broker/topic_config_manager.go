@@ -228,6 +228,32 @@ func (m *TopicConfigManager) Load() error {
 	return nil
 }
 
+// ReplaceFromMaster makes the table the master's (a slave's sync, RocketMQ's
+// SlaveSynchronize.syncTopicConfig) when its version differs from ours, and
+// persists it; it reports whether anything changed. Entries a broker could
+// not have written are skipped, as Load skips them.
+func (m *TopicConfigManager) ReplaceFromMaster(w *protocol.TopicConfigSerializeWrapper) (bool, error) {
+	m.mu.Lock()
+	if w.DataVersion == m.dataVersion {
+		m.mu.Unlock()
+		return false, nil
+	}
+	table := make(map[string]*protocol.TopicConfig, len(w.TopicConfigTable))
+	for name, tc := range w.TopicConfigTable {
+		if tc == nil || ValidateTopic(name) != nil || !loadableQueueNums(tc) {
+			m.log.WithField("topic", name).Warn("skipping an invalid topic of the master's table")
+			continue
+		}
+		c := *tc
+		c.TopicName = name
+		table[name] = &c
+	}
+	m.table = table
+	m.dataVersion = w.DataVersion
+	m.mu.Unlock()
+	return true, m.changed()
+}
+
 // Get returns the topic's config or nil. The value is shared: do not modify it.
 func (m *TopicConfigManager) Get(topic string) *protocol.TopicConfig {
 	m.mu.RLock()

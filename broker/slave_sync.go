@@ -31,8 +31,8 @@ const (
 // slaveSyncState is the slave sync's schedule and outcome.
 type slaveSyncState struct {
 	first, every time.Duration // tests shorten them
-	now          chan struct{}  // a new master: sync at once
-	last         atomic.Int64   // unix ms of the last complete sync (0: none yet)
+	now          chan struct{} // a new master: sync at once
+	last         atomic.Int64  // unix ms of the last complete sync (0: none yet)
 }
 
 // errNoMaster means a slave does not know its master's address yet.

@@ -23,6 +23,7 @@ type pullRequest struct {
 	conn   *remoting.Conn
 	req    *remoting.Command
 	h      protocol.PullMessageRequestHeader
+	group  *protocol.SubscriptionGroupConfig
 	filter store.MessageFilter
 	// deadline is when a parked request is answered with whatever there is.
 	deadline time.Time
@@ -111,6 +112,7 @@ func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
 	if !gc.ConsumeEnable {
 		return reject(remoting.NoPermission, "subscription group no permission, %s", h.ConsumerGroup)
 	}
+	pr.group = gc
 	tc := cs.b.topics.Get(h.Topic)
 	if tc == nil {
 		return reject(remoting.TopicNotExist, "topic[%s] not exist, apply first please!", h.Topic)
@@ -179,7 +181,7 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *r
 		code, next = remoting.PullRetryImmediately, h.QueueOffset
 	}
 	resp = consumeResp(pr.req, code, remark, &protocol.PullMessageResponseHeader{
-		SuggestWhichBrokerID: masterBrokerID,
+		SuggestWhichBrokerID: cs.suggestBroker(pr, res),
 		NextBeginOffset:      next,
 		MinOffset:            res.MinOffset,
 		MaxOffset:            res.MaxOffset,
@@ -220,6 +222,21 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *r
 		}
 	}
 	return resp, body
+}
+
+// suggestBroker is the broker id a pull answer tells the consumer to pull
+// from next (RocketMQ's PullMessageProcessor): the master unless
+// slaveReadEnable, then the group's whichBrokerWhenConsumeSlowly when the
+// consumer reads data no longer in memory, else the group's brokerId.
+func (cs *consumeState) suggestBroker(pr *pullRequest, res *store.GetMessageResult) int64 {
+	switch {
+	case !cs.b.cfg.SlaveReadEnable || pr.group == nil:
+		return masterBrokerID
+	case res.SuggestPullingFromSlave:
+		return pr.group.WhichBrokerWhenConsumeSlowly
+	default:
+		return pr.group.BrokerID
+	}
 }
 
 // pullCode maps a store status to the pull response code, as RocketMQ's

@@ -13,6 +13,7 @@ import (
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+	"github.com/gorocketmq/gorocketmq/store"
 )
 
 const bcSuspendFlags = protocol.PullFlagSuspend
@@ -412,4 +413,25 @@ func TestPullInlineHandsOffWhatMayBlock(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, resp)
 	assert.Equal(t, int32(remoting.PullNotFound), resp.Code, resp.Remark)
+}
+
+// The broker a pull answer suggests follows RocketMQ's rule (store.md
+// §10.5): always the master unless slaveReadEnable, then the group's
+// whichBrokerWhenConsumeSlowly for a consumer reading from disk, else the
+// group's brokerId.
+func TestPullSuggestWhichBroker(t *testing.T) {
+	group := protocol.NewSubscriptionGroupConfig("G")
+	group.BrokerID, group.WhichBrokerWhenConsumeSlowly = 2, 1
+	for _, tc := range []struct {
+		slaveRead, behind bool
+		want              int64
+	}{
+		{false, false, 0}, {false, true, 0}, {true, false, 2}, {true, true, 1},
+	} {
+		cfg := testBrokerConfig(t)
+		cfg.SlaveReadEnable = tc.slaveRead
+		cs := &consumeState{b: &Broker{cfg: cfg}}
+		got := cs.suggestBroker(&pullRequest{group: group}, &store.GetMessageResult{SuggestPullingFromSlave: tc.behind})
+		assert.Equal(t, tc.want, got, "slaveReadEnable=%v behind=%v", tc.slaveRead, tc.behind)
+	}
 }

@@ -213,6 +213,12 @@ type BrokerConfig struct {
 	TimerMaxDelaySec int64 `mapstructure:"timerMaxDelaySec"`
 	// HaListenPort is always listenPort+1, as in RocketMQ 4.9; accepted for compatibility.
 	HaListenPort int `mapstructure:"haListenPort"`
+	// SlaveReadEnable lets pull answers send consumers to a slave: one that
+	// lags (its data no longer in memory) to the group's
+	// whichBrokerWhenConsumeSlowly, others to the group's brokerId. When
+	// false every answer suggests the master. A slave serves pulls either
+	// way, so consumers carry on from it while the master is down.
+	SlaveReadEnable bool `mapstructure:"slaveReadEnable"`
 }
 
 // DefaultBrokerConfig returns every default, as RocketMQ 4.9's BrokerStartup

@@ -305,7 +305,7 @@ func asyncLossPlan(rng *rand.Rand) []lossStep {
 	return []lossStep{
 		{kill: killStep{kind: killAfterAcks, acks: 3000, senders: 8}, tail: tailUnflushed, cq: cqCut, index: indexKeep, cp: cpKeep},
 		{graceful: true, kill: killStep{kind: killAfterAcks, acks: acks(), senders: 8}, tail: tailUnflushed, cq: cqCut, index: indexRevertNewer, cp: cpKeep},
-		{preKill: true, kill: killStep{kind: killInBurst, acks: acks(), senders: 16}, tail: tailUnflushed, cq: cqDelete, index: indexDeleteNewer, cp: cpZero},
+		{preKill: true, kill: killStep{kind: killAfterAcks, acks: acks(), senders: 16}, tail: tailUnflushed, cq: cqDelete, index: indexDeleteNewer, cp: cpZero},
 	}
 }
 

@@ -552,6 +552,9 @@ func (c *binCluster) createTopic(topic string, queues int32) {
 type sendResult struct {
 	QueueID     int32
 	QueueOffset int64
+	// CommitLogOffset is where the record starts in the commitlog, from the
+	// acknowledgement's offsetMsgId.
+	CommitLogOffset int64
 }
 
 // errNotOK is a send answered with another code than SUCCESS.
@@ -580,7 +583,11 @@ func (c *binCluster) send(topic string, queueID int32, uniq string, body []byte,
 	if err := protocol.DecodeHeader(resp.ExtFields, &h); err != nil {
 		return sendResult{}, err
 	}
-	return sendResult{QueueID: h.QueueID, QueueOffset: h.QueueOffset}, nil
+	_, phy, err := message.ParseOffsetMsgID(h.MsgID)
+	if err != nil {
+		return sendResult{}, fmt.Errorf("e2e: acknowledgement's msgId: %w", err)
+	}
+	return sendResult{QueueID: h.QueueID, QueueOffset: h.QueueOffset, CommitLogOffset: phy}, nil
 }
 
 // maxOffset is GET_MAX_OFFSET of one queue.

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -57,17 +58,20 @@ func uniqOfBody(b []byte) string {
 type ackLog struct {
 	mu      sync.Mutex
 	acked   map[string]sendResult
+	ackedAt map[string]time.Time // when the SEND_OK arrived
 	unknown map[string]bool
 	n       atomic.Int64
 }
 
 func newAckLog() *ackLog {
-	return &ackLog{acked: make(map[string]sendResult), unknown: make(map[string]bool)}
+	return &ackLog{acked: make(map[string]sendResult), ackedAt: make(map[string]time.Time), unknown: make(map[string]bool)}
 }
 
 func (a *ackLog) ok(uniq string, r sendResult) {
+	now := time.Now()
 	a.mu.Lock()
 	a.acked[uniq] = r
+	a.ackedAt[uniq] = now
 	a.mu.Unlock()
 	a.n.Add(1)
 }
@@ -106,80 +110,351 @@ func sendUntilKilled(c *binCluster, topic string, queues int32, round, senders, 
 	return &wg
 }
 
-// crashRounds is how many times killDuringSends kills and restarts the broker.
-const crashRounds = 5
+// killKind says at which point a round of a crash test kills the broker.
+type killKind int
 
-// killDuringSends is the kill -9 test for one flushDiskType: 8 senders on 4
-// queues, SIGKILL once some sends were acknowledged (the others are in
-// flight), restart on the same store, crashRounds times; then every SEND_OK
-// message of every round must be
-// served at the queue and offset its acknowledgement named, with its body
-// and UNIQ_KEY, among contiguous offsets and no foreign record.
-func killDuringSends(t *testing.T, flush string) {
-	c := startBinCluster(t, map[string]string{"flushDiskType": flush})
-	topic := uniq("Crash" + strings.ReplaceAll(flush, "_", ""))
-	const queues = 4
-	c.createTopic(topic, queues)
+const (
+	// killAfterAcks kills once the round has a given number of SEND_OKs.
+	killAfterAcks killKind = iota
+	// killAtBoundary kills as soon as the first record lands in the next
+	// commitlog file: the previous file's last records and its blank
+	// marker may still be waiting for their group commit.
+	killAtBoundary
+	// killInBurst starts twice the senders at once and kills after a few
+	// SEND_OKs, with most of the burst in flight.
+	killInBurst
+)
 
-	log := newAckLog()
-	for round := range crashRounds {
-		// The first round writes ~1 MiB of records, so the first commitlog
-		// file fills and later kills land in the second; later rounds kill
-		// after a varying number of acknowledgements.
-		killAfter := int64(1200)
-		if round > 0 {
-			killAfter = int64(150 + 97*round)
-		}
-		target := log.n.Load() + killAfter
-		stop := make(chan struct{})
-		wg := sendUntilKilled(c, topic, queues, round, 8, 4000, log, stop)
-		require.Eventually(t, func() bool { return log.n.Load() >= target }, 60*time.Second, time.Millisecond,
-			"round %d: only %d sends acknowledged", round, log.n.Load())
-		c.killBroker()
-		close(stop)
-		wg.Wait()
-
-		c.startBroker()
-		assert.Contains(t, c.broker.lastRunLog(), "normal=false", "a killed broker must recover as after an abnormal exit (abort file)")
+func (k killKind) String() string {
+	switch k {
+	case killAtBoundary:
+		return "boundary"
+	case killInBurst:
+		return "burst"
+	default:
+		return "acks"
 	}
+}
 
-	served := make(map[string]*message.MessageExt)
-	total := 0
-	for q := range int32(queues) {
+// killStep is one round of a crash plan.
+type killStep struct {
+	kind    killKind
+	acks    int64 // the round's SEND_OKs before the kill (not killAtBoundary)
+	senders int
+}
+
+func (s killStep) String() string {
+	if s.kind == killAtBoundary {
+		return fmt.Sprintf("boundary/%d senders", s.senders)
+	}
+	return fmt.Sprintf("%v %d/%d senders", s.kind, s.acks, s.senders)
+}
+
+// crashPlan draws rounds kill steps. The first round writes ~1 MiB, so the
+// first commitlog file fills; then every fourth round (from the second)
+// kills at a file boundary and every fourth (from the fourth) in a burst of
+// 16 senders after 1-30 SEND_OKs; the others kill after 20-619 SEND_OKs.
+func crashPlan(rounds int, rng *rand.Rand) []killStep {
+	plan := make([]killStep, rounds)
+	for r := range plan {
+		switch {
+		case r == 0:
+			plan[r] = killStep{kind: killAfterAcks, acks: 1200, senders: 8}
+		case r%4 == 1:
+			plan[r] = killStep{kind: killAtBoundary, senders: 8}
+		case r%4 == 3:
+			plan[r] = killStep{kind: killInBurst, acks: 1 + rng.Int64N(30), senders: 16}
+		default:
+			plan[r] = killStep{kind: killAfterAcks, acks: 20 + rng.Int64N(600), senders: 8}
+		}
+	}
+	return plan
+}
+
+// crashSeed returns the random source of a crash test: seeded with def, or
+// with E2E_CRASH_SEED when set (to replay a logged seed or explore others).
+// The seed only picks kill points and damage; what is in flight at a kill
+// still depends on timing.
+func crashSeed(t *testing.T, def uint64) *rand.Rand {
+	t.Helper()
+	seed := def
+	if v := os.Getenv("E2E_CRASH_SEED"); v != "" {
+		var err error
+		seed, err = strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "E2E_CRASH_SEED")
+	}
+	t.Logf("seed %d (replay with E2E_CRASH_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+// killRound runs step's senders on topic, kill -9s the broker at the
+// step's point and returns once every sender has stopped, with the time of
+// the kill; the broker stays down. Message ids carry the round ("r<round>-").
+func killRound(t *testing.T, c *binCluster, topic string, queues int32, round int, step killStep, log *ackLog) time.Time {
+	t.Helper()
+	base := log.n.Load()
+	var next string
+	if step.kind == killAtBoundary {
+		next = nextCommitlogFile(t, c)
+	}
+	stop := make(chan struct{})
+	wg := sendUntilKilled(c, topic, queues, round, step.senders, 4000, log, stop)
+	if step.kind == killAtBoundary {
+		waitFileData(t, next, 60*time.Second)
+	} else {
+		require.Eventually(t, func() bool { return log.n.Load() >= base+step.acks }, 60*time.Second, 200*time.Microsecond,
+			"round %d: only %d sends acknowledged", round, log.n.Load()-base)
+	}
+	killed := time.Now()
+	c.killBroker()
+	close(stop)
+	wg.Wait()
+	return killed
+}
+
+// nextCommitlogFile returns the path of the commitlog file the writer rolls
+// into next: the one after the last holding data, or the one after that
+// when less than a quarter of the current file is left (the kill should
+// come after some SEND_OKs of the round).
+func nextCommitlogFile(t *testing.T, c *binCluster) string {
+	t.Helper()
+	dir := filepath.Join(c.StoreDir, "commitlog")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	last := int64(-1)
+	for _, e := range entries {
+		off, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || len(e.Name()) != 20 || !fileHasData(filepath.Join(dir, e.Name())) {
+			continue
+		}
+		last = max(last, off)
+	}
+	require.GreaterOrEqual(t, last, int64(0), "no commitlog file holds data")
+	size := c.commitlogFileSize()
+	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("%020d", last)))
+	require.NoError(t, err)
+	pos := 0
+	for range len(b) {
+		r, err := message.ParseRecord(b[pos:])
+		if err != nil {
+			break
+		}
+		pos += r.Size()
+	}
+	next := last + size
+	if size-int64(pos) < size/4 {
+		next += size
+	}
+	return filepath.Join(dir, fmt.Sprintf("%020d", next))
+}
+
+// fileHasData reports whether path exists and its first 8 bytes (a
+// record's TOTALSIZE and MAGIC) are not zero.
+func fileHasData(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [8]byte
+	n, _ := f.ReadAt(b[:], 0)
+	return n == len(b) && binary.BigEndian.Uint64(b[:]) != 0
+}
+
+// waitFileData polls path (through the page cache, which the broker's
+// writes reach at once) until its first record is there, every 100 us so
+// the kill lands within a group commit of the roll.
+func waitFileData(t *testing.T, path string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !fileHasData(path) {
+		require.True(t, time.Now().Before(deadline), "no record reached %s within %v", path, d)
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// commitlogFileSize is the broker's mappedFileSizeCommitLog.
+func (c *binCluster) commitlogFileSize() int64 {
+	n, err := strconv.ParseInt(c.brokerConf["mappedFileSizeCommitLog"], 10, 64)
+	require.NoError(c.t, err)
+	return n
+}
+
+// maxAckedOffsets returns, per queue, the highest acknowledged queue offset
+// (-1 for a queue with none).
+func (a *ackLog) maxAckedOffsets(queues int32) []int64 {
+	out := make([]int64, queues)
+	for q := range out {
+		out[q] = -1
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.acked {
+		if r.QueueID >= 0 && r.QueueID < queues {
+			out[r.QueueID] = max(out[r.QueueID], r.QueueOffset)
+		}
+	}
+	return out
+}
+
+// requireQueuesReachAcked checks, right after a restart, that no queue
+// ends before its highest acknowledged offset (a cheap per-round check;
+// checkPromise pulls everything).
+func requireQueuesReachAcked(t *testing.T, c *binCluster, topic string, queues int32, log *ackLog, round int) {
+	t.Helper()
+	for q, off := range log.maxAckedOffsets(queues) {
+		assert.Greater(t, c.maxOffset(topic, int32(q)), off, "round %d: queue %d ends before its acknowledged offset %d", round, q, off)
+	}
+}
+
+// promise is what checkPromise found.
+type promise struct {
+	served  map[string]*message.MessageExt // by UNIQ_KEY
+	missing []string                       // acknowledged, not served (sorted)
+}
+
+// checkPromise pulls every queue of topic and checks reliability.md §1.3
+// against the senders' log: every SEND_OK message that is served is served
+// at the queue and offset its acknowledgement named, with its body; every
+// served record is an intact message that was sent (acknowledged, or with
+// an unknown outcome), served once, among contiguous offsets (pullAll).
+// It returns the acknowledged messages not served for the caller to judge.
+func checkPromise(t *testing.T, c *binCluster, topic string, queues int32, log *ackLog) promise {
+	t.Helper()
+	p := promise{served: make(map[string]*message.MessageExt)}
+	for q := range queues {
 		for _, m := range c.pullAll(topic, q) {
 			id := m.UniqKey()
-			require.NotEmpty(t, id, "served message %d/%d has no UNIQ_KEY", q, m.QueueOffset)
-			require.Equal(t, id, uniqOfBody(m.Body), "served message %d/%d: body does not belong to its UNIQ_KEY", q, m.QueueOffset)
+			require.NotEmpty(t, id, "served message %d/%d (commitlog %d) has no UNIQ_KEY", q, m.QueueOffset, m.CommitLogOffset)
+			require.Equal(t, id, uniqOfBody(m.Body), "served message %d/%d (commitlog %d): body does not belong to its UNIQ_KEY",
+				q, m.QueueOffset, m.CommitLogOffset)
 			require.Equal(t, crashBody(id), m.Body, "served message %s: body differs from what was sent", id)
-			_, dup := served[id]
+			// The properties are not under the body CRC: check them too.
+			require.Equal(t, "true", m.Properties[message.PropWaitStoreMsgOK], "served message %s (commitlog %d): properties damaged: %q",
+				id, m.CommitLogOffset, m.Properties)
+			require.Equal(t, c.brokerConf["brokerClusterName"], m.Properties[message.PropCluster],
+				"served message %s (commitlog %d): properties damaged: %q", id, m.CommitLogOffset, m.Properties)
+			_, dup := p.served[id]
 			require.False(t, dup, "message %s served twice (sent once)", id)
-			served[id] = m
-			total++
+			p.served[id] = m
 		}
 	}
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	var missing []string
 	for id, r := range log.acked {
-		m, ok := served[id]
+		m, ok := p.served[id]
 		if !ok {
-			missing = append(missing, id)
+			p.missing = append(p.missing, id)
 			continue
 		}
 		assert.Equal(t, r.QueueID, m.QueueID, "message %s moved queue", id)
 		assert.Equal(t, r.QueueOffset, m.QueueOffset, "message %s moved offset", id)
+		assert.Equal(t, r.CommitLogOffset, m.CommitLogOffset, "message %s moved in the commitlog", id)
 	}
-	inFlightKept := 0
-	for id := range served {
+	for id := range p.served {
 		if _, ok := log.acked[id]; !ok {
 			require.True(t, log.unknown[id], "served message %s was never sent", id)
-			inFlightKept++
 		}
 	}
-	sort.Strings(missing)
-	assert.Empty(t, missing, "%d SEND_OK messages lost by kill -9 (%s)", len(missing), flush)
-	t.Logf("%s, %d kill -9 rounds: %d acknowledged, %d in flight at the kill (%d of them kept), %d served after restart, %d lost",
-		flush, crashRounds, len(log.acked), len(log.unknown), inFlightKept, total, len(missing))
+	sort.Strings(p.missing)
+	return p
+}
+
+// roundReport counts one round's messages: SEND_OKs, sends whose outcome
+// the kill left unknown, how many of those are served, and how many
+// SEND_OKs are not.
+type roundReport struct{ acked, inFlight, kept, lost int }
+
+// roundReports splits the log and p by the round in the message ids.
+func roundReports(rounds int, log *ackLog, p promise) []roundReport {
+	out := make([]roundReport, rounds)
+	round := func(id string) int {
+		var r int
+		if _, err := fmt.Sscanf(id, "r%d-", &r); err != nil || r < 0 || r >= rounds {
+			return -1
+		}
+		return r
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for id := range log.acked {
+		if r := round(id); r >= 0 {
+			out[r].acked++
+			if _, ok := p.served[id]; !ok {
+				out[r].lost++
+			}
+		}
+	}
+	for id := range log.unknown {
+		if r := round(id); r >= 0 {
+			out[r].inFlight++
+			if _, ok := p.served[id]; ok {
+				out[r].kept++
+			}
+		}
+	}
+	return out
+}
+
+// killDuringSends is the kill -9 test for one flushDiskType: concurrent
+// senders on 4 queues, SIGKILL at the plan's point of each round (the
+// senders' other sends are in flight), restart on the same store, a quick
+// check that no queue ends before its acknowledged offsets; then a
+// graceful restart, and every SEND_OK message of every round must be
+// served at the queue and offset its acknowledgement named, with its body
+// and properties, among contiguous offsets and no foreign record, and the
+// log goes on at the right offset. The page-cache checks of
+// TestCrashKill9SyncFlush run when cachestat works here (the per-kill one
+// under SYNC_FLUSH only). The per-round figures are logged.
+func killDuringSends(t *testing.T, flush string, plan []killStep) {
+	c := startBinCluster(t, map[string]string{"flushDiskType": flush})
+	topic := uniq("Crash" + strings.ReplaceAll(flush, "_", ""))
+	const queues = 4
+	c.createTopic(topic, queues)
+	pc := pageCacheObservable(t)
+
+	log := newAckLog()
+	start := time.Now()
+	tails := make([]string, len(plan))
+	seen := make(map[string]bool)
+	for round, step := range plan {
+		killRound(t, c, topic, queues, round, step, log)
+		if flush == "SYNC_FLUSH" && pc {
+			requireAckedFsynced(t, c, log, round, seen)
+			if u := unsyncedTailPages(t, c); u > 0 {
+				tails[round] = fmt.Sprintf("  (%d pages of earlier files unsynced at the kill)", u)
+			}
+		}
+		c.startBroker()
+		assert.Contains(t, c.broker.lastRunLog(), "normal=false", "a killed broker must recover as after an abnormal exit (abort file)")
+		requireQueuesReachAcked(t, c, topic, queues, log, round)
+	}
+	took := time.Since(start)
+
+	// A graceful stop after the kills: the next start trusts the files.
+	c.stopBroker()
+	require.Equal(t, 0, c.broker.exitCode(), "graceful stop exit code")
+	if pc {
+		requireStoreSynced(t, c, "graceful stop after the kills")
+	}
+	c.startBroker()
+	assert.Contains(t, c.broker.lastRunLog(), "normal=true", "a cleanly stopped broker must recover normally")
+
+	p := checkPromise(t, c, topic, queues, log)
+	reports := roundReports(len(plan), log, p)
+	var b strings.Builder
+	total := roundReport{}
+	for r, rep := range reports {
+		fmt.Fprintf(&b, "\n  round %2d  %-22v acknowledged %4d  in flight %2d  kept %2d  lost %d%s",
+			r, plan[r], rep.acked, rep.inFlight, rep.kept, rep.lost, tails[r])
+		total.acked += rep.acked
+		total.inFlight += rep.inFlight
+		total.kept += rep.kept
+		total.lost += rep.lost
+	}
+	t.Logf("%s, %d kill -9 rounds in %v: %d acknowledged, %d in flight at the kills (%d of them kept), %d served, %d lost%s",
+		flush, len(plan), took.Round(time.Millisecond), total.acked, total.inFlight, total.kept, len(p.served), len(p.missing), b.String())
+	assert.Empty(t, p.missing, "%d SEND_OK messages lost by kill -9 (%s)", len(p.missing), flush)
 
 	// The log goes on where recovery left it: the next offset is the next one.
 	for q := range int32(queues) {
@@ -191,10 +466,17 @@ func killDuringSends(t *testing.T, flush string) {
 }
 
 // TestCrashKill9SyncFlush: with SYNC_FLUSH no acknowledged message is lost
-// by a kill -9 during concurrent sends.
+// by kill -9 during concurrent sync sends, over 20 kills (reliability.md
+// §7 test 1): after 20-619 SEND_OKs, right after the writer rolled into a
+// new commitlog file, and in bursts of 16 senders. A kill leaves the page
+// cache, so every kill also checks there that the acknowledged data was
+// fsynced: no commitlog file wholly below the newest acknowledged record
+// may hold an unsynced page (requireAckedFsynced); and the graceful stop
+// after the kills must leave no unsynced page in the store
+// (requireStoreSynced), since the next start trusts the files.
 func TestCrashKill9SyncFlush(t *testing.T) {
 	t.Parallel()
-	killDuringSends(t, "SYNC_FLUSH")
+	killDuringSends(t, "SYNC_FLUSH", crashPlan(20, crashSeed(t, 18)))
 }
 
 // TestCrashKill9AsyncFlush: with ASYNC_FLUSH a process kill loses nothing
@@ -202,7 +484,7 @@ func TestCrashKill9SyncFlush(t *testing.T) {
 // outlives the process.
 func TestCrashKill9AsyncFlush(t *testing.T) {
 	t.Parallel()
-	killDuringSends(t, "ASYNC_FLUSH")
+	killDuringSends(t, "ASYNC_FLUSH", crashPlan(5, crashSeed(t, 18)))
 }
 
 // offsetsOnDisk reads <store>/config/consumerOffset.json's entry for

@@ -77,6 +77,11 @@ var (
 	ErrTopicTooLong = errors.New("message: topic longer than 127 bytes")
 	// ErrPropertiesTooLong means the properties string is over 32767 bytes.
 	ErrPropertiesTooLong = errors.New("message: properties longer than 32767 bytes")
+	// ErrPropertiesNUL means the properties hold a zero byte. Records refuse
+	// it so that zeros in stored properties always mean damage: a power cut
+	// leaves unwritten disk sectors reading as zeros, and no checksum covers
+	// the properties.
+	ErrPropertiesNUL = errors.New("message: properties hold a zero byte")
 	// ErrRecordTooLarge means the record length does not fit in TOTALSIZE.
 	ErrRecordTooLarge = errors.New("message: record too large")
 	// ErrUnsupportedCompression means the body uses a compression this package cannot undo.
@@ -184,6 +189,9 @@ func finishRecord(dst []byte, start, propsStart int) ([]byte, error) {
 	propsLen := len(dst) - propsStart
 	if propsLen > MaxPropertiesLength {
 		return dst[:start], fmt.Errorf("%w: %d", ErrPropertiesTooLong, propsLen)
+	}
+	if i := bytes.IndexByte(dst[propsStart:], 0); i >= 0 {
+		return dst[:start], fmt.Errorf("%w (at byte %d)", ErrPropertiesNUL, i)
 	}
 	total := len(dst) - start
 	if total > 1<<31-1 {

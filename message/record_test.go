@@ -314,3 +314,17 @@ func TestEncodeRecordFromPropertiesString(t *testing.T) {
 	_, err = EncodeRecord(nil, long)
 	assert.ErrorIs(t, err, ErrPropertiesTooLong)
 }
+
+// A zero byte in the properties is refused: recovery takes zeros there for
+// a torn write (store.checkTorn).
+func TestEncodeRecordRefusesNULInProperties(t *testing.T) {
+	m := &MessageExt{Message: Message{Topic: "T", Body: []byte("b")}}
+	m.PropertiesString = "KEYS\x01a\x00b\x02"
+	dst, err := EncodeRecord([]byte("keep"), m)
+	require.ErrorIs(t, err, ErrPropertiesNUL)
+	assert.Equal(t, []byte("keep"), dst, "nothing appended")
+	m.PropertiesString = ""
+	m.Properties = map[string]string{"KEYS": "a\x00b"}
+	_, err = EncodeRecord(nil, m)
+	require.ErrorIs(t, err, ErrPropertiesNUL)
+}

@@ -396,6 +396,8 @@ func encodeError(err error) PutResult {
 		return illegal(PropertiesSizeExceeded, fmt.Errorf("%w: %w", ErrPropertiesTooLarge, err))
 	case errors.Is(err, message.ErrTopicTooLong):
 		return illegal(MessageIllegal, fmt.Errorf("%w: %w", ErrTopicTooLong, err))
+	case errors.Is(err, message.ErrPropertiesNUL):
+		return illegal(MessageIllegal, err)
 	case errors.Is(err, message.ErrRecordTooLarge):
 		return illegal(MessageIllegal, fmt.Errorf("%w: %w", ErrMessageTooLarge, err))
 	default:

@@ -137,6 +137,9 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp, queueEnd int64) (int64
 		if err == nil && checkCRC {
 			err = r.VerifyCRC()
 		}
+		if err == nil && !normal && r.StoreTimestamp() >= minTimestamp {
+			err = checkTorn(r)
+		}
 		if err == nil {
 			pos += r.Size()
 			lastTs = r.StoreTimestamp()
@@ -334,6 +337,25 @@ func followsRecord(b []byte, base int64, q, fileRest int) bool {
 		return int(binary.BigEndian.Uint32(head)) == fileRest-q
 	}
 	return intactRecordAt(b, base, q, fileRest, false) > 0
+}
+
+// errTornRecord is the reason recovery rejects a record whose topic or
+// properties hold zero bytes.
+var errTornRecord = errors.New("zero bytes in the topic or properties: a torn write")
+
+// checkTorn rejects a record that a power cut tore: disk sectors that were
+// not written back read as zeros (the files are preallocated), and the body
+// CRC covers neither the topic nor the properties, so a record can pass every
+// other check with a sector of its properties gone (UNIQ_KEY cut, a value
+// ending in NULs). No record is written with a zero byte there: topic names
+// are checked, and properties holding one are refused (ErrPropertiesNUL).
+// Recovery applies it only where a torn write is possible: after a crash, to
+// records stored after the checkpoint's last known flush.
+func checkTorn(r message.Record) error {
+	if bytes.IndexByte(r.Topic(), 0) >= 0 || bytes.IndexByte(r.Properties(), 0) >= 0 {
+		return errTornRecord
+	}
+	return nil
 }
 
 // firstRecordStoredBefore is isMappedFileMatchedRecover: the file's first

@@ -139,7 +139,7 @@ func timerDeliverTime(props map[string]string, now time.Time) (int64, bool, erro
 // one path for sends, send-backs and transaction commits. A routing refusal
 // (bad or too late delivery time) is the error; nothing is stored then.
 // mustWait is store.Store.AppendMessage's: the caller acknowledges only once
-// OnFlushed reports the message durable.
+// OnDurable reports the message durable.
 func (b *Broker) appendMessage(msg *message.MessageExt) (res store.PutResult, mustWait bool, err error) {
 	parked := false
 	if msg.Properties != nil { // a plain send's string (plainProperties) asks for no delay
@@ -168,7 +168,7 @@ func (b *Broker) putMessage(msg *message.MessageExt) (store.PutResult, error) {
 		return res, err
 	}
 	flushed := make(chan store.PutResult, 1)
-	b.store.OnFlushed(res, func(r store.PutResult) { flushed <- r }) // bounded by SyncFlushTimeout
+	b.store.OnDurable(res, func(r store.PutResult) { flushed <- r }) // bounded by SyncFlushTimeout
 	return <-flushed, nil
 }
 

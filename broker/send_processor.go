@@ -326,7 +326,7 @@ func (b *Broker) answerPut(c *remoting.Conn, req *remoting.Command, h *sendHeade
 	hc := *h
 	// Both may alias the connection's input buffer (an inline send).
 	req.Body, req.RawExt = nil, nil
-	b.store.OnFlushed(res, func(r store.PutResult) {
+	b.store.OnDurable(res, func(r store.PutResult) {
 		b.replyLate(c, req, b.putResultResponse(req, &hc, r, queueID, uniqKey))
 	})
 	return nil

@@ -160,10 +160,11 @@ type CommitLog struct {
 	putMu      sync.Mutex
 	topicQueue map[topicQueueKey]int64 // next consume queue offset; guarded by putMu
 
-	lastStoreTimestamp atomic.Int64 // store time of the newest record
-	recoverStart       atomic.Int64 // first file offset the last Recover walked
-	appendHook         func()       // called after each append, outside the lock
-	retentionFloor     func() int64 // see SetRetentionFloor
+	lastStoreTimestamp atomic.Int64                  // store time of the newest record
+	recoverStart       atomic.Int64                  // first file offset the last Recover walked
+	appendHook         func()                        // called after each append, outside the lock
+	replica            atomic.Pointer[ReplicaWaiter] // SYNC_MASTER: puts also wait for a slave (nil: no)
+	retentionFloor     func() int64                  // see SetRetentionFloor
 	closed             atomic.Bool
 	encodePool         sync.Pool // *[]byte
 
@@ -421,7 +422,7 @@ func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) Pu
 // AppendMessage is PutMessage without the flush wait: it returns once the
 // record is appended. mustWait reports that the record still has to reach
 // the disk before it may be acknowledged (SYNC_FLUSH, WAIT not "false"); the
-// caller then hands the result to OnFlushed. A broker uses it so a send does
+// caller then hands the result to OnDurable. A broker uses it so a send does
 // not hold a worker while group commit gathers writers, and allocates
 // nothing for that when there is nothing to wait for.
 func (cl *CommitLog) AppendMessage(msg *message.MessageExt) (res PutResult, mustWait bool) {
@@ -483,7 +484,7 @@ func (cl *CommitLog) appended(res PutResult, wait bool) (PutResult, bool) {
 	if cl.appendHook != nil {
 		cl.appendHook()
 	}
-	return res, wait && cl.cfg.FlushDiskType == SyncFlush
+	return res, wait && (cl.cfg.FlushDiskType == SyncFlush || cl.replica.Load() != nil)
 }
 
 func (cl *CommitLog) appendBatch(batch *message.MessageExtBatch) (PutResult, bool) {
@@ -647,28 +648,118 @@ func (cl *CommitLog) putBytes(mf *MappedFile, b []byte, pos int) error {
 	return nil
 }
 
-// waitFlushed blocks until res's records are on disk, the flush fails,
-// SyncFlushTimeout passes or ctx ends (then FLUSH_DISK_TIMEOUT with the cause).
+// waitFlushed blocks until res's records are durable as OnDurable says, or
+// ctx ends (then FLUSH_DISK_TIMEOUT with the cause).
 func (cl *CommitLog) waitFlushed(ctx context.Context, res PutResult) PutResult {
-	if err := cl.flush.waitFlushed(ctx, res.WroteOffset+int64(res.WroteBytes)); err != nil {
-		res.Status = FlushDiskTimeout
-		res.Err = err
-	}
-	return res
-}
-
-// OnFlushed calls done once with res when its records are on disk, or with
-// FLUSH_DISK_TIMEOUT and the cause when the flush failed or SyncFlushTimeout
-// passed (the records stay stored). done runs on the group commit goroutine
-// (or the timeout's) and must not block.
-func (cl *CommitLog) OnFlushed(res PutResult, done func(PutResult)) {
-	cl.flush.waitFlushedAsync(res.WroteOffset+int64(res.WroteBytes), func(err error) {
-		if err != nil {
+	if cl.replica.Load() == nil {
+		if err := cl.flush.waitFlushed(ctx, res.WroteOffset+int64(res.WroteBytes)); err != nil {
 			res.Status = FlushDiskTimeout
 			res.Err = err
 		}
+		return res
+	}
+	done := make(chan PutResult, 1)
+	cl.OnDurable(res, func(r PutResult) { done <- r })
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		res.Status, res.Err = FlushDiskTimeout, ctx.Err()
+		return res
+	}
+}
+
+// ReplicaResult is the outcome of waiting for a slave: PutOK,
+// FlushSlaveTimeout or SlaveNotAvailable, and why when not PutOK.
+type ReplicaResult struct {
+	Status PutStatus
+	Err    error
+}
+
+// ReplicaWaiter calls done once a slave holds the commitlog up to
+// nextOffset, or with the reason it will not be waited for (no slave, or
+// too far behind: SlaveNotAvailable) or was waited for in vain
+// (FlushSlaveTimeout). done must not block. store/ha's master is one.
+type ReplicaWaiter func(nextOffset int64, done func(ReplicaResult))
+
+// SetReplicaWaiter makes every put that waits for durability (WAIT is not
+// false) also wait for a slave: the SYNC_MASTER role. nil turns it off. Safe
+// to call at any time (a role change); puts under way keep what they saw.
+func (cl *CommitLog) SetReplicaWaiter(w ReplicaWaiter) {
+	if w == nil {
+		cl.replica.Store(nil)
+		return
+	}
+	cl.replica.Store(&w)
+}
+
+// OnDurable calls done once with res when its records are as durable as the
+// configuration promises: on disk under SYNC_FLUSH (else FLUSH_DISK_TIMEOUT
+// with the cause, when the flush failed or SyncFlushTimeout passed), and held
+// by a slave under a replica waiter (else FLUSH_SLAVE_TIMEOUT or
+// SLAVE_NOT_AVAILABLE). Both waits run at once, as RocketMQ combines them;
+// a failed flush wins over the slave's outcome. The records stay stored
+// either way. done runs on the group commit goroutine, the replication
+// goroutine or the caller's, and must not block.
+func (cl *CommitLog) OnDurable(res PutResult, done func(PutResult)) {
+	end := res.WroteOffset + int64(res.WroteBytes)
+	replica := cl.replica.Load()
+	flush := cl.cfg.FlushDiskType == SyncFlush
+	switch {
+	case replica == nil && !flush:
 		done(res)
-	})
+	case replica == nil:
+		cl.flush.waitFlushedAsync(end, func(err error) {
+			if err != nil {
+				res.Status, res.Err = FlushDiskTimeout, err
+			}
+			done(res)
+		})
+	case !flush:
+		(*replica)(end, func(r ReplicaResult) {
+			res.Status, res.Err = r.Status, r.Err
+			done(res)
+		})
+	default:
+		w := &durableWait{res: res, done: done}
+		w.pending.Store(2)
+		cl.flush.waitFlushedAsync(end, w.flushed)
+		(*replica)(end, w.replicated)
+	}
+}
+
+// durableWait combines a flush wait and a replica wait run at once.
+type durableWait struct {
+	res      PutResult
+	done     func(PutResult)
+	pending  atomic.Int32 // waits not finished; the last one answers
+	flushErr error        // set before its pending decrement
+	replica  ReplicaResult
+}
+
+func (w *durableWait) flushed(err error) {
+	w.flushErr = err
+	w.finish()
+}
+
+func (w *durableWait) replicated(r ReplicaResult) {
+	w.replica = r
+	w.finish()
+}
+
+// finish answers once both waits are done (the atomic decrement orders
+// each side's field write before the other side's read).
+func (w *durableWait) finish() {
+	if w.pending.Add(-1) != 0 {
+		return
+	}
+	switch {
+	case w.flushErr != nil:
+		w.res.Status, w.res.Err = FlushDiskTimeout, w.flushErr
+	case w.replica.Status != PutOK:
+		w.res.Status, w.res.Err = w.replica.Status, w.replica.Err
+	}
+	w.done(w.res)
 }
 
 // GetData returns the written bytes from offset to the end of the written data

@@ -13,11 +13,11 @@ import (
 )
 
 // reportPut reports an append's result through done: at once, or through
-// onFlushed once durable when the append says a flush is due. The helpers
+// onDurable once durable when the append says a wait is due. The helpers
 // below append the way a broker acknowledges without holding a worker.
-func reportPut(res PutResult, mustWait bool, onFlushed func(PutResult, func(PutResult)), done func(PutResult)) {
+func reportPut(res PutResult, mustWait bool, onDurable func(PutResult, func(PutResult)), done func(PutResult)) {
 	if mustWait {
-		onFlushed(res, done)
+		onDurable(res, done)
 		return
 	}
 	done(res)
@@ -25,22 +25,22 @@ func reportPut(res PutResult, mustWait bool, onFlushed func(PutResult, func(PutR
 
 func clPutAsync(cl *CommitLog, m *message.MessageExt, done func(PutResult)) {
 	res, mustWait := cl.AppendMessage(m)
-	reportPut(res, mustWait, cl.OnFlushed, done)
+	reportPut(res, mustWait, cl.OnDurable, done)
 }
 
 func clPutBatchAsync(cl *CommitLog, b *message.MessageExtBatch, done func(PutResult)) {
 	res, mustWait := cl.AppendMessages(b)
-	reportPut(res, mustWait, cl.OnFlushed, done)
+	reportPut(res, mustWait, cl.OnDurable, done)
 }
 
 func storePutAsync(s *Store, m *message.MessageExt, done func(PutResult)) {
 	res, mustWait := s.AppendMessage(m)
-	reportPut(res, mustWait, s.OnFlushed, done)
+	reportPut(res, mustWait, s.OnDurable, done)
 }
 
 func storePutBatchAsync(s *Store, b *message.MessageExtBatch, done func(PutResult)) {
 	res, mustWait := s.AppendMessages(b)
-	reportPut(res, mustWait, s.OnFlushed, done)
+	reportPut(res, mustWait, s.OnDurable, done)
 }
 
 // collect gathers async put results.

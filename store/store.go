@@ -671,7 +671,7 @@ func (s *Store) PutMessages(ctx context.Context, batch *message.MessageExtBatch)
 }
 
 // AppendMessage is PutMessage without the flush wait; when mustWait, the
-// caller acknowledges only through OnFlushed (see CommitLog.AppendMessage).
+// caller acknowledges only through OnDurable (see CommitLog.AppendMessage).
 func (s *Store) AppendMessage(msg *message.MessageExt) (res PutResult, mustWait bool) {
 	if r, refused := s.checkWritable(); refused {
 		return r, false
@@ -687,9 +687,14 @@ func (s *Store) AppendMessages(batch *message.MessageExtBatch) (res PutResult, m
 	return s.commitLog.AppendMessages(batch)
 }
 
-// OnFlushed reports through done once an appended result is durable (see
-// CommitLog.OnFlushed).
-func (s *Store) OnFlushed(res PutResult, done func(PutResult)) { s.commitLog.OnFlushed(res, done) }
+// OnDurable reports through done once an appended result is as durable as
+// promised: flushed under SYNC_FLUSH, held by a slave under a replica waiter
+// (see CommitLog.OnDurable).
+func (s *Store) OnDurable(res PutResult, done func(PutResult)) { s.commitLog.OnDurable(res, done) }
+
+// SetReplicaWaiter makes puts wait for a slave too (SYNC_MASTER); nil stops
+// it. See CommitLog.SetReplicaWaiter.
+func (s *Store) SetReplicaWaiter(w ReplicaWaiter) { s.commitLog.SetReplicaWaiter(w) }
 
 func (s *Store) checkWritable() (PutResult, bool) {
 	switch {

@@ -163,6 +163,9 @@ type CommitLog struct {
 	appendHook         func()       // called after each append, outside the lock
 	closed             atomic.Bool
 	encodePool         sync.Pool // *[]byte
+
+	// appendListener is a second hook after appendHook (HA push; replica.go).
+	appendListener atomic.Pointer[func()]
 }
 
 // NewCommitLog returns a commitlog over cfg's commitlog directory. Call Load,
@@ -455,6 +458,7 @@ func (cl *CommitLog) appended(res PutResult, wait bool) (PutResult, bool) {
 	if cl.appendHook != nil {
 		cl.appendHook()
 	}
+	cl.notifyAppendListener()
 	return res, wait && cl.cfg.FlushDiskType == SyncFlush
 }
 

@@ -339,6 +339,9 @@ func (ss *slaveSession) run() error {
 	if err := ss.send(h.encode(make([]byte, 0, helloSize)), start); err != nil {
 		return fmt.Errorf("ha: send hello: %w", err)
 	}
+	// Heartbeat reports from now on, also while a first frame streams in.
+	ss.wg.Add(1)
+	go ss.reportLoop()
 	hdr, err := ss.cr.need(headerSize)
 	if err != nil {
 		return fmt.Errorf("ha: read the master's first frame: %w", err)
@@ -360,8 +363,6 @@ func (ss *slaveSession) run() error {
 			return err
 		}
 	}
-	ss.wg.Add(1)
-	go ss.reportLoop()
 	h2 := compressedHeaderSize
 	if !ss.compress {
 		h2 = headerSize

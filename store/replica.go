@@ -178,14 +178,11 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 			lastTs = ts
 		}
 		if i > consumed {
-			if err := cl.writeAt(mf, data[consumed:i], filePos); err != nil {
+			if err := cl.writeReplica(mf, data[consumed:i], filePos); err != nil {
 				return consumed, appended, err
 			}
 			filePos += i - consumed
 			mf.SetWrotePosition(filePos)
-			if cl.warm != nil {
-				cl.warm.wrote(mf.FileFromOffset() + int64(filePos))
-			}
 			cl.lastStoreTimestamp.Store(lastTs)
 			consumed, appended = i, true
 		}
@@ -195,7 +192,7 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 		if !blank {
 			return consumed, appended, nil
 		}
-		if err := cl.writeAt(mf, data[consumed:consumed+message.BlankRecordLength], filePos); err != nil {
+		if err := cl.writeReplica(mf, data[consumed:consumed+message.BlankRecordLength], filePos); err != nil {
 			return consumed, appended, err
 		}
 		mf.SetWrotePosition(fileSize)
@@ -203,6 +200,29 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 		consumed += min(len(data)-consumed, fileSize-filePos)
 	}
 	return consumed, appended, nil
+}
+
+// writeReplica writes b, whole records, at pos of mf with pwrite, its first
+// 8 bytes last as writeAt does (a killed process leaves zeros where
+// recovery looks). Unlike a put's few hundred bytes, a slave writes up to a
+// frame at once, and copying that into the mapping faults in every fresh
+// page on the slave's one applying goroutine: measured on this project's VM
+// (BenchmarkCatchUp), pwrite let the page cache take the bytes several
+// times faster. Readers use the mapping; Linux keeps both views coherent.
+// The warmer is not told: it readies the mapping for writes through it,
+// and measured, populating pages pwrite fills anyway only cost CPU.
+// Caller holds putMu.
+func (cl *CommitLog) writeReplica(mf *MappedFile, b []byte, pos int) error {
+	head := min(len(b), message.BlankRecordLength)
+	if len(b) > head {
+		if _, err := mf.file.WriteAt(b[head:], int64(pos+head)); err != nil {
+			return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos+head, err)
+		}
+	}
+	if _, err := mf.file.WriteAt(b[:head], int64(pos)); err != nil {
+		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, err)
+	}
+	return nil
 }
 
 // holdsNothing reports whether the commitlog has no written byte: no file,
@@ -248,9 +268,9 @@ func checkReplicaRecord(b []byte, offset int64, room, maxRecord int) (int, int64
 }
 
 // AppendReplica appends a master's commitlog bytes (see
-// CommitLog.AppendReplica). It refuses with ErrShutdown or ErrDiskFull as
-// puts do. When a new slave's commitlog starts at the master's offset,
-// dispatch starts there too.
+// CommitLog.AppendReplica) and wakes the dispatch loop for them. It refuses
+// with ErrShutdown or ErrDiskFull as puts do. When a new slave's commitlog
+// starts at the master's offset, dispatch starts there too.
 func (s *Store) AppendReplica(offset int64, data []byte) (int, error) {
 	if r, refused := s.checkWritable(); refused {
 		return 0, r.Err
@@ -266,5 +286,16 @@ func (s *Store) AppendReplica(offset int64, data []byte) (int, error) {
 		}
 		s.reput.mu.Unlock()
 	}
-	return cl.AppendReplica(offset, data)
+	n, appended, err := cl.appendReplica(offset, data)
+	if appended {
+		// Hand the records to the dispatch loop rather than dispatch them
+		// here as a put does: a slave appends a frame of records at a time
+		// on its one applying goroutine, and dispatching beside it on
+		// another core roughly doubled BenchmarkCatchUp. The ack the
+		// master waits for needs the append only.
+		s.reput.pending.Store(true)
+		s.reput.signal()
+		cl.notifyAppendListener()
+	}
+	return n, err
 }

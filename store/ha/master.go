@@ -221,6 +221,7 @@ type ConnStatus struct {
 	AckOffset      int64     // the slave's last report: what it holds
 	LagBytes       int64     // master's max offset minus AckOffset
 	Compressed     bool      // frames are snappy-compressed
+	SentBytes      int64     // bytes written to the slave, headers included
 }
 
 // MasterStatus is what tools show about a master (mqadmin haStatus).
@@ -248,7 +249,7 @@ func (m *Master) Status() MasterStatus {
 		}
 		st.Slaves = append(st.Slaves, ConnStatus{
 			Addr: c.addr, ConnectedSince: c.since, AckOffset: ack,
-			LagBytes: max(0, st.MaxOffset-ack), Compressed: c.compress,
+			LagBytes: max(0, st.MaxOffset-ack), Compressed: c.compress, SentBytes: c.sent.Load(),
 		})
 	}
 	m.mu.Unlock()

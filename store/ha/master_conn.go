@@ -38,6 +38,8 @@ type masterConn struct {
 	ack atomic.Int64
 	// compress is set by the handshake before ack is first stored.
 	compress bool
+	// sent counts the bytes written (status).
+	sent atomic.Int64
 
 	wake      chan struct{} // the notifier's wake-up, buffered 1
 	done      chan struct{} // closed by close
@@ -260,7 +262,8 @@ func (c *masterConn) write() error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.m.cfg.HousekeepingInterval)); err != nil {
 		return err
 	}
-	_, err := c.wv.WriteTo(c.nc)
+	n, err := c.wv.WriteTo(c.nc)
+	c.sent.Add(n)
 	return err
 }
 
@@ -353,20 +356,20 @@ func (c *masterConn) push(next int64, b []byte) (int, error) {
 	batch := c.m.cfg.TransferBatchSize
 	c.wv = c.bufs[:0]
 	sent := 0
+	per := snappy.MaxEncodedLen(batch)
+	if c.compress && len(c.comp) < maxFramesPerWrite*per {
+		c.comp = make([]byte, maxFramesPerWrite*per)
+	}
 	for nf := 0; nf < maxFramesPerWrite && sent < len(b); nf++ {
 		chunk := b[sent:min(len(b), sent+batch)]
 		hdr := c.hdrs[nf][:]
 		putHeader(hdr, next+int64(sent), len(chunk))
 		if c.compress {
-			c.comp = snappy.Encode(c.comp[:cap(c.comp)], chunk)
-			binary.BigEndian.PutUint32(hdr[headerSize:], uint32(len(c.comp)))
-			// Each compressed frame needs its own buffer until written:
-			// send it now rather than keep one per frame.
-			c.wv = append(c.wv, hdr[:compressedHeaderSize], c.comp)
-			if err := c.write(); err != nil {
-				return sent, err
-			}
-			c.wv = c.bufs[:0]
+			// Each frame is encoded into its own part of comp, so all of
+			// them go out in one writev as plain frames do.
+			enc := snappy.Encode(c.comp[nf*per:(nf+1)*per], chunk)
+			binary.BigEndian.PutUint32(hdr[headerSize:], uint32(len(enc)))
+			c.wv = append(c.wv, hdr[:compressedHeaderSize], enc)
 		} else {
 			c.wv = append(c.wv, hdr[:headerSize], chunk)
 		}

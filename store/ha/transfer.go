@@ -40,7 +40,7 @@ type waiter struct {
 	deadline time.Time
 	done     func(Result)
 	index    int  // position in the offset heap, -1 when out of it
-	settled  bool // answered; owned by transferLoop
+	settled  bool // taken to be answered; guarded by transferService.mu
 }
 
 // waiterHeap orders waiters by offset, so one ack releases a prefix.
@@ -68,31 +68,34 @@ func (h *waiterHeap) Pop() any {
 
 // transferService answers SYNC_MASTER sends once a slave acked their
 // offset or their slaveTimeout passed (RocketMQ's GroupTransferService),
-// without a goroutine or a timer per send: senders queue a waiter and
-// return; one goroutine, transferLoop, owns every waiter. It takes the
-// queued ones in a batch, keeps them in a heap by offset (an ack answers the
-// whole prefix it covers, in offset order) and in arrival order, which is
-// deadline order since every waiter gets the same timeout, and sleeps until
-// the next ack or the oldest deadline.
+// without a goroutine or a timer per send. A sender queues a waiter and
+// returns. Waiters are kept in a heap by offset, so the goroutine that reads
+// an ack answers the whole prefix it covers, in offset order, at once; and
+// in arrival order, which is deadline order since every waiter gets the same
+// timeout, so one goroutine, expireLoop, sleeps until the oldest deadline.
+// Answering on the reader saves a goroutine hop per ack: measured, each hop
+// adds scheduling delay to the lag a SYNC_MASTER send waits out.
 type transferService struct {
 	acked   *atomic.Int64 // push2SlaveMaxOffset, owned by the master
 	timeout time.Duration
 
-	mu       sync.Mutex
-	incoming []*waiter // guarded by mu
-	stopped  bool      // guarded by mu
-	// pending counts waiters not yet answered, so acks wake the loop only
-	// when someone waits.
+	// answerMu is held while answers are taken and given, so they come
+	// out in offset order even when two slaves ack at once. Never held by
+	// wait, so a done callback may call WaitReplicated again.
+	answerMu sync.Mutex
+	batch    []*waiter // guarded by answerMu
+
+	mu         sync.Mutex
+	byOffset   waiterHeap // guarded by mu
+	byDeadline []*waiter  // guarded by mu; settled ones are dropped lazily
+	stopped    bool       // guarded by mu
+	// pending counts waiters not yet answered, so acks look only when
+	// someone waits.
 	pending atomic.Int64
 
-	wake chan struct{}
+	wake chan struct{} // a first waiter arrived: expireLoop arms its timer
 	stop chan struct{}
 	done chan struct{}
-
-	// Owned by transferLoop.
-	byOffset   waiterHeap
-	byDeadline []*waiter
-	spare      []*waiter
 }
 
 func newTransferService(acked *atomic.Int64, timeout time.Duration) *transferService {
@@ -102,21 +105,42 @@ func newTransferService(acked *atomic.Int64, timeout time.Duration) *transferSer
 	}
 }
 
-func (ts *transferService) start() { go ts.transferLoop() }
+func (ts *transferService) start() { go ts.expireLoop() }
 
-// signal wakes the loop without blocking.
-func (ts *transferService) signal() {
-	select {
-	case ts.wake <- struct{}{}:
-	default:
+// acknowledged answers the waiters push2SlaveMaxOffset now covers; the
+// master calls it after the value grew, on the goroutine that read the ack.
+func (ts *transferService) acknowledged() {
+	if ts.pending.Load() == 0 {
+		return
 	}
+	ts.answerMu.Lock()
+	defer ts.answerMu.Unlock()
+	ts.mu.Lock()
+	acked := ts.acked.Load()
+	for len(ts.byOffset) > 0 && ts.byOffset[0].next <= acked {
+		w := heap.Pop(&ts.byOffset).(*waiter)
+		w.settled = true
+		ts.batch = append(ts.batch, w)
+	}
+	// Arrival order is nearly offset order: the acked ones are mostly at
+	// the head of byDeadline. Drop them now rather than hold their
+	// callbacks until the next deadline.
+	for len(ts.byDeadline) > 0 && ts.byDeadline[0].settled {
+		ts.byDeadline[0] = nil
+		ts.byDeadline = ts.byDeadline[1:]
+	}
+	ts.mu.Unlock()
+	ts.answer(Result{Status: store.PutOK})
 }
 
-// acknowledged is called after push2SlaveMaxOffset grew.
-func (ts *transferService) acknowledged() {
-	if ts.pending.Load() > 0 {
-		ts.signal()
+// answer gives r to the taken batch. Caller holds answerMu.
+func (ts *transferService) answer(r Result) {
+	for i, w := range ts.batch {
+		ts.pending.Add(-1)
+		w.done(r)
+		ts.batch[i] = nil
 	}
+	ts.batch = ts.batch[:0]
 }
 
 // wait queues done to be called once the ack reaches next.
@@ -128,19 +152,27 @@ func (ts *transferService) wait(next int64, now time.Time, done func(Result)) {
 		done(Result{Status: store.FlushSlaveTimeout, Err: ErrShutdown})
 		return
 	}
-	first := len(ts.incoming) == 0
-	ts.incoming = append(ts.incoming, w)
+	// An ack that came after the caller looked, and whose reader took the
+	// heap before this waiter was in it, covers it already: answer now.
+	if ts.acked.Load() >= next {
+		ts.mu.Unlock()
+		done(Result{Status: store.PutOK})
+		return
+	}
+	heap.Push(&ts.byOffset, w)
+	ts.byDeadline = append(ts.byDeadline, w)
+	first := len(ts.byDeadline) == 1
 	ts.pending.Add(1)
 	ts.mu.Unlock()
-	// The loop takes every queued waiter at once: only the first of a batch
-	// needs to wake it (and an ack that came before it was queued is seen
-	// by the pass this wake-up causes).
 	if first {
-		ts.signal()
+		select {
+		case ts.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// shutdown stops the loop, which answers every waiter left with ErrShutdown.
+// shutdown stops expireLoop and answers every waiter left with ErrShutdown.
 func (ts *transferService) shutdown() {
 	ts.mu.Lock()
 	already := ts.stopped
@@ -152,53 +184,42 @@ func (ts *transferService) shutdown() {
 	<-ts.done
 }
 
-func (ts *transferService) transferLoop() {
+// expireLoop answers the waiters whose slaveTimeout passed, sleeping until
+// the oldest deadline.
+func (ts *transferService) expireLoop() {
 	defer close(ts.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
 		select {
 		case <-ts.stop:
-			ts.take()
-			ts.answerAll(Result{Status: store.FlushSlaveTimeout, Err: ErrShutdown})
+			ts.answerMu.Lock()
+			ts.mu.Lock()
+			for len(ts.byOffset) > 0 {
+				w := heap.Pop(&ts.byOffset).(*waiter)
+				w.settled = true
+				ts.batch = append(ts.batch, w)
+			}
+			ts.byDeadline = nil
+			ts.mu.Unlock()
+			ts.answer(Result{Status: store.FlushSlaveTimeout, Err: ErrShutdown})
+			ts.answerMu.Unlock()
 			return
 		case <-ts.wake:
 		case <-timer.C:
 		}
-		ts.take()
-		ts.release(ts.acked.Load())
 		if d, ok := ts.expire(time.Now()); ok {
 			timer.Reset(d)
 		}
 	}
 }
 
-// take moves the queued waiters into the loop's structures.
-func (ts *transferService) take() {
-	ts.mu.Lock()
-	batch := ts.incoming
-	ts.incoming = ts.spare[:0]
-	ts.mu.Unlock()
-	for _, w := range batch {
-		heap.Push(&ts.byOffset, w)
-		ts.byDeadline = append(ts.byDeadline, w)
-	}
-	clear(batch)
-	ts.spare = batch[:0]
-}
-
-// release answers, in offset order, every waiter the ack covers. Those stay
-// in byDeadline, settled, until they reach its head.
-func (ts *transferService) release(acked int64) {
-	for len(ts.byOffset) > 0 && ts.byOffset[0].next <= acked {
-		w := heap.Pop(&ts.byOffset).(*waiter)
-		ts.settle(w, Result{Status: store.PutOK})
-	}
-}
-
 // expire answers the waiters whose deadline passed and returns how long
-// until the next deadline (false when none is left).
+// until the next deadline (false when no waiter is left).
 func (ts *transferService) expire(now time.Time) (time.Duration, bool) {
+	ts.answerMu.Lock()
+	defer ts.answerMu.Unlock()
+	ts.mu.Lock()
 	i := 0
 	for ; i < len(ts.byDeadline); i++ {
 		w := ts.byDeadline[i]
@@ -209,29 +230,24 @@ func (ts *transferService) expire(now time.Time) (time.Duration, bool) {
 			break
 		}
 		heap.Remove(&ts.byOffset, w.index)
-		ts.settle(w, Result{Status: store.FlushSlaveTimeout,
-			Err: fmt.Errorf("%w: no ack for offset %d within %v (acked %d)", ErrSlaveTimeout, w.next, ts.timeout, ts.acked.Load())})
+		w.settled = true
+		ts.batch = append(ts.batch, w)
 	}
 	// Drop the answered head. Settled (acked) waiters further back wait
 	// until they reach it; the head is now the oldest unanswered waiter.
 	clear(ts.byDeadline[:i])
 	ts.byDeadline = ts.byDeadline[i:]
-	if len(ts.byDeadline) == 0 {
+	next, ok := time.Duration(0), len(ts.byDeadline) > 0
+	if ok {
+		next = ts.byDeadline[0].deadline.Sub(now)
+	} else {
 		ts.byDeadline = nil // let the array go
-		return 0, false
 	}
-	return ts.byDeadline[0].deadline.Sub(now), true
-}
-
-func (ts *transferService) settle(w *waiter, r Result) {
-	w.settled = true
-	ts.pending.Add(-1)
-	w.done(r)
-}
-
-func (ts *transferService) answerAll(r Result) {
-	for len(ts.byOffset) > 0 {
-		ts.settle(heap.Pop(&ts.byOffset).(*waiter), r)
+	acked := ts.acked.Load()
+	ts.mu.Unlock()
+	if len(ts.batch) > 0 {
+		ts.answer(Result{Status: store.FlushSlaveTimeout,
+			Err: fmt.Errorf("%w: no ack within %v (acked %d)", ErrSlaveTimeout, ts.timeout, acked)})
 	}
-	ts.byDeadline = nil
+	return next, ok
 }

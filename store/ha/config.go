@@ -36,8 +36,8 @@ type Config struct {
 	// it keeps failing. (RocketMQ waits a fixed 5 s.)
 	ReconnectMin time.Duration
 	ReconnectMax time.Duration
-	// DialTimeout bounds a slave's connect to its master (3 s; RocketMQ's
-	// connect timeout).
+	// DialTimeout is haDialTimeout (ours, 3 s): how long a slave's connect
+	// to its master may take.
 	DialTimeout time.Duration
 }
 

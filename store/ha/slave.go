@@ -264,23 +264,32 @@ func (sl *Slave) session(addr string) (progressed bool, err error) {
 	}
 	sl.conn = nc
 	sl.mu.Unlock()
-	ss := &slaveSession{
+	ss := sl.newSession(nc, addr)
+	defer func() {
+		sl.mu.Lock()
+		sl.conn = nil
+		sl.mu.Unlock()
+		ss.close()
+	}()
+	err = ss.run()
+	return ss.followed, err
+}
+
+func (sl *Slave) newSession(nc net.Conn, addr string) *slaveSession {
+	return &slaveSession{
 		sl: sl, nc: nc, addr: addr, log: sl.log.WithField("master", addr),
 		cr:        newConnReader(nc, 1<<20, sl.cfg.HousekeepingInterval),
 		fileSize:  int64(sl.cl.FileSize()),
 		maxRecord: sl.cl.MaxRecordSize(),
 		stop:      make(chan struct{}),
 	}
-	defer func() {
-		sl.mu.Lock()
-		sl.conn = nil
-		sl.mu.Unlock()
-		nc.Close()
-		close(ss.stop)
-		ss.wg.Wait()
-	}()
-	err = ss.run()
-	return ss.followed, err
+}
+
+// close closes the connection and stops reportLoop.
+func (ss *slaveSession) close() {
+	ss.nc.Close()
+	close(ss.stop)
+	ss.wg.Wait()
 }
 
 // slaveSession is one connection to the master.

@@ -160,8 +160,8 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 			}
 			if int32(be.Uint32(rest[message.PosMagicCode:])) == message.BlankMagicCode {
 				if got := int(int32(be.Uint32(rest))); got != fileSize-fp {
-					scanErr = fmt.Errorf("%w: blank end-of-file marker at offset %d claims %d bytes, %d are left in the file",
-						ErrReplicaData, at+int64(i-consumed), got, fileSize-fp)
+					scanErr = fmt.Errorf("%w: blank end-of-file marker at offset %d claims %d bytes, %d are left in the file "+
+						"(is mappedFileSizeCommitLog the same on master and slave?)", ErrReplicaData, at+int64(i-consumed), got, fileSize-fp)
 				}
 				blank = scanErr == nil
 				break

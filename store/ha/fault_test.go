@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"strings"
@@ -197,4 +198,25 @@ func TestFaultMasterConnectionCutMidReport(t *testing.T) {
 	s.report(end)
 	off, _ := s.frame()
 	assert.Equal(t, end, off)
+}
+
+// A slave configured with another commitlog file size than its master
+// stops at the master's first blank marker with an error that names the
+// setting, keeping the records before it.
+func TestFaultFileSizeMismatch(t *testing.T) {
+	mst := openStore(t, t.TempDir())
+	m := startMaster(t, mst, haConfig(), nil)
+	cfg := storeConfig(t.TempDir())
+	cfg.MappedFileSizeCommitLog = 2 << 20
+	sst, err := store.Open(cfg, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sst.Shutdown(context.Background()) })
+	sl := startSlave(t, sst, haConfig(), nil, m.Addr().String())
+	require.Eventually(t, func() bool { return len(m.Status().Slaves) == 1 }, waitFor, time.Millisecond)
+	putN(t, mst, 0, 600, 2000) // beyond the master's first file
+	require.Eventually(t, func() bool { return strings.Contains(sl.Status().LastError, "mappedFileSizeCommitLog") },
+		waitFor, time.Millisecond)
+	fs := int64(mst.CommitLog().FileSize())
+	assert.Less(t, sst.CommitLog().MaxOffset(), fs)
+	checkWholeRecords(t, sst)
 }

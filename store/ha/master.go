@@ -167,10 +167,27 @@ func (m *Master) acceptLoop() {
 	}
 }
 
+// countSlave counts a connection past its handshake as a slave, unless it
+// was closed meanwhile.
+func (m *Master) countSlave(c *masterConn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.conns[c]; !ok {
+		return false
+	}
+	c.counted = true
+	m.slaves.Add(1)
+	return true
+}
+
 // removeConn forgets a closed connection.
 func (m *Master) removeConn(c *masterConn) {
 	m.mu.Lock()
 	delete(m.conns, c)
+	if c.counted {
+		c.counted = false
+		m.slaves.Add(-1)
+	}
 	m.mu.Unlock()
 }
 

@@ -38,6 +38,9 @@ type masterConn struct {
 	ack atomic.Int64
 	// compress is set by the handshake before ack is first stored.
 	compress bool
+	// counted says the connection is in Master.slaves; guarded by the
+	// master's mu.
+	counted bool
 	// sent counts the bytes written (status).
 	sent atomic.Int64
 
@@ -68,10 +71,6 @@ func (c *masterConn) close() {
 	c.closeOnce.Do(func() {
 		close(c.done)
 		c.nc.Close()
-		if c.ack.Load() >= 0 {
-			c.m.slaves.Add(-1)
-		}
-		c.m.notify.remove(c.wake)
 		c.m.removeConn(c)
 	})
 }
@@ -113,8 +112,10 @@ func (c *masterConn) readLoop() {
 			return
 		}
 	}
-	c.m.slaves.Add(1)
 	c.ack.Store(h.offset)
+	if !c.m.countSlave(c) {
+		return // closed meanwhile (shutdown)
+	}
 	c.m.acked(h.offset)
 	c.m.wg.Add(1)
 	go c.writeLoop(start)
@@ -275,6 +276,7 @@ func (c *masterConn) writeLoop(start int64) {
 	defer c.m.wg.Done()
 	defer c.close()
 	c.m.notify.add(c.wake)
+	defer c.m.notify.remove(c.wake)
 	cl := c.m.cl
 	hb := c.m.cfg.HeartbeatInterval
 	next, lastWrite := start, time.Now()

@@ -97,12 +97,12 @@
 // compressed byte.
 //
 // Measured with BenchmarkCatchUp (1 GiB of 1 KiB JSON-like messages,
-// loopback, a shared 2-core VM): plain frames caught up at 250-340 MB/s;
+// loopback, a shared 2-core VM): plain frames caught up at 215-345 MB/s;
 // compressed ones put 36% of the bytes on the wire but caught up at about
-// 165 MB/s, as snappy's encoding on the master's push goroutine (about
+// 160 MB/s, as snappy's encoding on the master's push goroutine (about
 // 430 MB/s of input per core) and decoding on the slave's apply add CPU.
 // So compression pays only when the link carries less than about
-// 165 MB/s (1.3 Gbit/s): over a 100 Mbit/s link between data centres it
+// 160 MB/s (1.3 Gbit/s): over a 100 Mbit/s link between data centres it
 // replicates about 2.7 times as fast; on a LAN it slows replication down.
 //
 // # What a Slave appends

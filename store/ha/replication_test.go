@@ -3,11 +3,14 @@ package ha
 import (
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +26,7 @@ func TestReplicationByteIdenticalAcrossFiles(t *testing.T) {
 	m := startMaster(t, mst, haConfig(), nil)
 	sst := openStore(t, t.TempDir())
 	sl := startSlave(t, sst, haConfig(), nil, m.Addr().String())
+	require.Eventually(t, func() bool { return len(m.Status().Slaves) == 1 }, waitFor, time.Millisecond)
 	// Written while the slave follows: pushed as they arrive, over several
 	// files.
 	end := putN(t, mst, 0, 1200, 2000)
@@ -115,16 +119,27 @@ func TestReplicationSlaveSurvivesKill9(t *testing.T) {
 	mst := openStore(t, t.TempDir())
 	end := putN(t, mst, 0, 3000, 2000) // ~9 MiB
 	m := startMaster(t, mst, haConfig(), nil)
+	// The child follows through a proxy that stops passing the master's
+	// bytes after 2 MiB, so it is killed in the middle of its catch-up
+	// whatever the machine's speed.
+	gate := newGatedProxy(t, m.Addr().String(), 2<<20)
+	// Seeded with the master's first record, the slave asks for the whole
+	// log (a new one would start at the newest file).
 	dir := t.TempDir()
+	seed, err := store.Open(storeConfig(dir), nil)
+	require.NoError(t, err)
+	first := masterBytes(t, mst, 0, int(binary.BigEndian.Uint32(masterBytes(t, mst, 0, 4))))
+	_, err = seed.AppendReplica(0, first)
+	require.NoError(t, err)
+	require.NoError(t, seed.Shutdown(context.Background()))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKill9Child$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "HA_KILL9_CHILD="+dir, "HA_KILL9_MASTER="+m.Addr().String())
+	cmd.Env = append(os.Environ(), "HA_KILL9_CHILD="+dir, "HA_KILL9_MASTER="+gate.addr())
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	// The child prints "applied" once its store holds something; kill it
-	// while it still catches up.
+	// The child prints "applied" once it has applied something.
 	buf := make([]byte, 64)
 	n, err := out.Read(buf)
 	require.NoError(t, err)
@@ -135,7 +150,10 @@ func TestReplicationSlaveSurvivesKill9(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "abort"))
 	require.NoError(t, err, "the child died without a clean shutdown")
 	sst := openStore(t, dir)
-	require.Less(t, sst.CommitLog().MaxOffset(), end, "killed before it caught up")
+	held := sst.CommitLog().MaxOffset()
+	require.Greater(t, held, int64(len(first)))
+	require.LessOrEqual(t, held, int64(2<<20), "killed before it caught up")
+	checkWholeRecords(t, sst)
 	startSlave(t, sst, haConfig(), nil, m.Addr().String())
 	waitOffset(t, sst, end)
 	assertSameCommitLog(t, mst, sst)
@@ -151,18 +169,72 @@ func TestKill9Child(t *testing.T) {
 	}
 	st, err := store.Open(storeConfig(dir), nil)
 	require.NoError(t, err)
-	cfg := haConfig()
-	cfg.TransferBatchSize = 4 << 10 // a slow catch-up: many frames
-	sl, err := NewSlave(st, cfg, nil)
+	sl, err := NewSlave(st, haConfig(), nil)
 	require.NoError(t, err)
 	sl.Start()
 	sl.SetMasterAddress(os.Getenv("HA_KILL9_MASTER"))
-	for st.CommitLog().MaxOffset() == 0 {
+	deadline := time.Now().Add(waitFor)
+	for seeded := st.CommitLog().MaxOffset(); st.CommitLog().MaxOffset() == seeded; {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing applied")
+		}
 		time.Sleep(time.Millisecond)
 	}
 	os.Stdout.WriteString("applied\n")
 	time.Sleep(time.Minute) // killed long before
 }
+
+// gatedProxy passes one slave connection to a master, and at most limit
+// bytes of the master's side.
+type gatedProxy struct {
+	ln net.Listener
+}
+
+func newGatedProxy(t *testing.T, master string, limit int64) *gatedProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &gatedProxy{ln: ln}
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mc, err := net.Dial("tcp", master)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, mc)
+			mu.Unlock()
+			wg.Add(2)
+			go func() { defer wg.Done(); _, _ = io.Copy(mc, c) }()
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(c, io.LimitReader(mc, limit))
+				_, _ = io.Copy(io.Discard, mc) // hold the rest back
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return p
+}
+
+func (p *gatedProxy) addr() string { return p.ln.Addr().String() }
 
 func TestReplicationMasterRestart(t *testing.T) {
 	mdir := t.TempDir()

@@ -171,6 +171,8 @@ type CommitLog struct {
 	// lost holds the sorted LostRanges; replaced whole under lostMu.
 	lost   atomic.Pointer[[]LostRange]
 	lostMu sync.Mutex
+	// appendListener is a second hook after appendHook (HA push; replica.go).
+	appendListener atomic.Pointer[func()]
 }
 
 // NewCommitLog returns a commitlog over cfg's commitlog directory. Call Load,
@@ -484,6 +486,7 @@ func (cl *CommitLog) appended(res PutResult, wait bool) (PutResult, bool) {
 	if cl.appendHook != nil {
 		cl.appendHook()
 	}
+	cl.notifyAppendListener()
 	return res, wait && (cl.cfg.FlushDiskType == SyncFlush || cl.replica.Load() != nil)
 }
 

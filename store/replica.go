@@ -140,8 +140,14 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 		mf := cl.mfq.LastMappedFile()
 		if mf == nil || mf.IsFull() {
 			if mf, err = cl.mfq.LastMappedFileOrCreate(at); err != nil {
+				if errors.Is(err, ErrDiskFull) {
+					return consumed, appended, err
+				}
 				return consumed, appended, fmt.Errorf("%w: %w", ErrCreateMappedFile, err)
 			}
+		}
+		if err := mf.ensureBacked(fileSize, 0); err != nil {
+			return consumed, appended, err
 		}
 		filePos := int(at - mf.FileFromOffset())
 		if filePos != mf.WrotePosition() {
@@ -216,11 +222,11 @@ func (cl *CommitLog) writeReplica(mf *MappedFile, b []byte, pos int) error {
 	head := min(len(b), message.BlankRecordLength)
 	if len(b) > head {
 		if _, err := mf.file.WriteAt(b[head:], int64(pos+head)); err != nil {
-			return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos+head, err)
+			return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos+head, noSpace(err))
 		}
 	}
 	if _, err := mf.file.WriteAt(b[:head], int64(pos)); err != nil {
-		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, err)
+		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, noSpace(err))
 	}
 	return nil
 }

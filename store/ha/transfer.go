@@ -25,14 +25,11 @@ var (
 	ErrShutdown = errors.New("ha: shut down")
 )
 
-// Result is the outcome of a replication wait.
-type Result struct {
-	// Status is PutOK, FlushSlaveTimeout or SlaveNotAvailable, for the
-	// broker to combine with the flush result (any non-OK status wins).
-	Status store.PutStatus
-	// Err says why when Status is not PutOK.
-	Err error
-}
+// Result is the outcome of a replication wait: PutOK, FlushSlaveTimeout or
+// SlaveNotAvailable, and why when not PutOK. It is the store's type, so
+// Master.WaitReplicated is a store.ReplicaWaiter as it stands:
+// st.SetReplicaWaiter(m.WaitReplicated) makes a SYNC_MASTER.
+type Result = store.ReplicaResult
 
 // waiter is one send waiting for a slave's ack.
 type waiter struct {

@@ -26,6 +26,7 @@ func (b *Broker) registerAdminProcessors() {
 	b.server.Handle(remoting.GetAllTopicConfig, b.pools.Admin, b.adminGetAllTopicConfig)
 	b.server.Handle(remoting.GetTopicStatsInfo, b.pools.Admin, b.adminGetTopicStatsInfo)
 	b.server.Handle(remoting.GetBrokerRuntimeInfo, b.pools.Admin, b.adminGetBrokerRuntimeInfo)
+	b.server.Handle(remoting.GetBrokerHAStatus, b.pools.Admin, b.processGetHAStatus)
 	b.server.Handle(remoting.GetBrokerConfig, b.pools.Admin, b.adminGetBrokerConfig)
 	b.server.Handle(remoting.GetTopicConfig, b.pools.Admin, b.adminGetTopicConfig)
 }
@@ -181,6 +182,7 @@ func (b *Broker) adminGetBrokerRuntimeInfo(_ *remoting.Conn, req *remoting.Comma
 		"diskFull":                 strconv.FormatBool(s.DiskFull()),
 		"topicCount":               strconv.Itoa(len(b.topics.Names())),
 	}
+	b.haRuntimeFields(kv)
 	body, err := (&protocol.KVTable{Table: kv}).Encode()
 	if err != nil {
 		return nil, err

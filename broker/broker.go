@@ -85,6 +85,8 @@ type Broker struct {
 	nsClient    *remoting.Client
 	registerNow chan struct{} // wakes registerLoop after a topic change
 
+	ha replication // the HA master or slave (ha.go)
+
 	// A slave's view of its master (register.go, slave_sync.go).
 	masterAddr atomic.Pointer[string] // the master's broker address, from REGISTER_BROKER answers
 	onHAMaster func(haAddr string)    // told the master's HA address (the replication client)
@@ -192,6 +194,9 @@ func (b *Broker) Start() error {
 	b.store = st
 	b.storeOpen = true
 	fail := func(err error) error {
+		if serr := b.stopReplication(context.Background()); serr != nil {
+			b.log.WithError(serr).Error("stopping replication after a failed start")
+		}
 		b.stopDelayServices()
 		b.consume.shutdown()
 		if serr := b.store.Shutdown(context.Background()); serr != nil {
@@ -207,6 +212,9 @@ func (b *Broker) Start() error {
 		return fail(fmt.Errorf("broker: start consume side: %w", err))
 	}
 	if err := b.startDelayServices(); err != nil {
+		return fail(err)
+	}
+	if err := b.startReplication(); err != nil {
 		return fail(err)
 	}
 	if err := b.server.Start(); err != nil {
@@ -227,12 +235,7 @@ func (b *Broker) Start() error {
 		go b.slaveSyncLoop()
 	}
 	b.log.WithFields(logrus.Fields{"addr": b.Addr(), "namesrv": b.cfg.NamesrvAddr}).Info("broker started")
-	switch b.cfg.BrokerRole {
-	case conf.RoleSyncMaster:
-		b.log.Warn("brokerRole=SYNC_MASTER: master/slave replication is not implemented yet; sends are stored here only and answered SLAVE_NOT_AVAILABLE")
-	case conf.RoleSlave:
-		b.log.Warn("brokerRole=SLAVE: master/slave replication is not implemented yet; this broker takes no writes and receives no data from its master")
-	}
+	b.logRole()
 	return nil
 }
 
@@ -261,6 +264,11 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("broker: stop server: %w", err))
 		}
 		if started && storeOpen {
+			// Slaves are answered before the store closes; a SYNC_MASTER's
+			// sends still waiting get their answer now.
+			if err := b.stopReplication(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("broker: stop replication: %w", err))
+			}
 			// They put messages: stopped while the store is open.
 			b.stopDelayServices()
 			b.consume.shutdown()

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -40,17 +39,6 @@ func (b *Broker) registerLoop() {
 		b.registerAll(ctx)
 		cancel()
 	}
-}
-
-// haServerAddr is brokerIP2:listenPort+1, RocketMQ's HA address.
-func (b *Broker) haServerAddr() string {
-	ip := b.ip
-	if b.cfg.BrokerIP2 != "" {
-		if a, err := netip.ParseAddr(b.cfg.BrokerIP2); err == nil {
-			ip = a
-		}
-	}
-	return netip.AddrPortFrom(ip, b.StoreHost().Port()+1).String()
 }
 
 // registerBody builds the REGISTER_BROKER body: the whole topic table with

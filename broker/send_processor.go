@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
@@ -524,13 +523,6 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 	switch res.Status {
 	case store.PutOK:
 		code = remoting.Success
-		if b.cfg.BrokerRole == conf.RoleSyncMaster && waitsForStore(h.properties) {
-			// Stored, but no slave holds a copy: replication is not built
-			// yet, so a SYNC_MASTER answers as RocketMQ's does while no slave
-			// is connected. Clients treat it as a send status, not an error.
-			code = remoting.SlaveNotAvailable
-			remark = "slave not available: this broker does not replicate to slaves yet"
-		}
 	case store.FlushDiskTimeout:
 		code = remoting.FlushDiskTimeout
 	case store.FlushSlaveTimeout:
@@ -576,11 +568,4 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 	f = remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
 	resp.RawExt = f
 	return resp
-}
-
-// waitsForStore reports whether the message asks to wait for durability
-// (WAIT, which defaults to true; Java's isWaitStoreMsgOK).
-func waitsForStore(properties string) bool {
-	v, ok := message.PropertyValue([]byte(properties), message.PropWaitStoreMsgOK)
-	return !ok || string(v) != "false"
 }

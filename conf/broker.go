@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gorocketmq/gorocketmq/store"
+	"github.com/gorocketmq/gorocketmq/store/ha"
 )
 
 // Broker roles as RocketMQ spells brokerRole.
@@ -213,6 +214,34 @@ type BrokerConfig struct {
 	TimerMaxDelaySec int64 `mapstructure:"timerMaxDelaySec"`
 	// HaListenPort is always listenPort+1, as in RocketMQ 4.9; accepted for compatibility.
 	HaListenPort int `mapstructure:"haListenPort"`
+	// Replication (store/ha). Durations in ms, sizes in bytes.
+	// HaSendHeartbeatInterval: a slave reports its offset, and an idle
+	// master sends a heartbeat frame, at least this often.
+	HaSendHeartbeatInterval int64 `mapstructure:"haSendHeartbeatInterval"`
+	// HaHousekeepingInterval drops a replication connection silent this long.
+	HaHousekeepingInterval int64 `mapstructure:"haHousekeepingInterval"`
+	// HaTransferBatchSize is the largest body of one replication frame.
+	HaTransferBatchSize int `mapstructure:"haTransferBatchSize"`
+	// HaSlaveFallbehindMax: a SYNC_MASTER answers SLAVE_NOT_AVAILABLE at
+	// once while its slaves are this many bytes behind.
+	HaSlaveFallbehindMax int64 `mapstructure:"haSlaveFallbehindMax"`
+	// HaMasterAddress is the master's HA address (ip:port) for a slave; empty,
+	// the slave takes it from the nameservers' REGISTER_BROKER answers.
+	HaMasterAddress string `mapstructure:"haMasterAddress"`
+	// SlaveTimeout is how long a SYNC_MASTER send waits for a slave's ack
+	// before FLUSH_SLAVE_TIMEOUT.
+	SlaveTimeout int64 `mapstructure:"slaveTimeout"`
+	// HaTransferCompress (ours) snappy-compresses replication frames, for a
+	// slave far away; set it on master and slave alike. RocketMQ peers never
+	// use it, so leave it off when one is involved.
+	HaTransferCompress bool `mapstructure:"haTransferCompress"`
+	// HaReconnectMinInterval and HaReconnectMaxInterval (ours) bound how
+	// long a slave waits before it dials its master again, doubling while
+	// it keeps failing (RocketMQ waits a fixed 5 s).
+	HaReconnectMinInterval int64 `mapstructure:"haReconnectMinInterval"`
+	HaReconnectMaxInterval int64 `mapstructure:"haReconnectMaxInterval"`
+	// HaDialTimeout (ours) bounds a slave's connect to its master.
+	HaDialTimeout int64 `mapstructure:"haDialTimeout"`
 	// SlaveReadEnable lets pull answers send consumers to a slave: one that
 	// lags (its data no longer in memory) to the group's
 	// whichBrokerWhenConsumeSlowly, others to the group's brokerId. When
@@ -302,6 +331,14 @@ func DefaultBrokerConfig() BrokerConfig {
 		DeleteWhen:                        "04",
 		FileReservedTime:                  72,
 		DiskMaxUsedSpaceRatio:             75,
+		HaSendHeartbeatInterval:           5000,
+		HaHousekeepingInterval:            20000,
+		HaTransferBatchSize:               32 << 10,
+		HaSlaveFallbehindMax:              256 << 20,
+		SlaveTimeout:                      3000,
+		HaReconnectMinInterval:            1000,
+		HaReconnectMaxInterval:            30000,
+		HaDialTimeout:                     3000,
 		DiskSpaceWarningLevelRatio:        90,
 		DiskSpaceCleanForciblyRatio:       85,
 		CleanFileForciblyEnable:           true,
@@ -484,6 +521,12 @@ func (c *BrokerConfig) validateDurations(bad func(key string, v any, why string)
 		{"transactionCheckInterval", c.TransactionCheckInterval, 1, ms, "ms"},
 		{"serverChannelMaxIdleTimeSeconds", int64(c.ServerChannelMaxIdleTimeSeconds), 1, sec, "s"},
 		{"timerMaxDelaySec", c.TimerMaxDelaySec, 1, sec, "s"},
+		{"haSendHeartbeatInterval", c.HaSendHeartbeatInterval, 1, ms, "ms"},
+		{"haHousekeepingInterval", c.HaHousekeepingInterval, 1, ms, "ms"},
+		{"slaveTimeout", c.SlaveTimeout, 1, ms, "ms"},
+		{"haReconnectMinInterval", c.HaReconnectMinInterval, 1, ms, "ms"},
+		{"haReconnectMaxInterval", c.HaReconnectMaxInterval, 1, ms, "ms"},
+		{"haDialTimeout", c.HaDialTimeout, 1, ms, "ms"},
 	}
 	for _, k := range keys {
 		if most := maxConfigMillis / k.unit; k.v < k.least || k.v > most {
@@ -493,7 +536,31 @@ func (c *BrokerConfig) validateDurations(bad func(key string, v any, why string)
 	if c.FileReservedTime < 1 || c.FileReservedTime > maxFileReservedHours {
 		return bad("fileReservedTime", c.FileReservedTime, fmt.Sprintf("must be 1-%d hours", maxFileReservedHours))
 	}
+	hc := c.HAConfig()
+	if err := hc.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadValue, err)
+	}
+	if a := c.HaMasterAddress; a != "" {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return bad("haMasterAddress", a, "is not ip:port")
+		}
+	}
 	return nil
+}
+
+// HAConfig returns the replication settings (store/ha) of the broker's keys.
+func (c *BrokerConfig) HAConfig() ha.Config {
+	hc := ha.DefaultConfig()
+	hc.HeartbeatInterval = ms(c.HaSendHeartbeatInterval)
+	hc.HousekeepingInterval = ms(c.HaHousekeepingInterval)
+	hc.TransferBatchSize = c.HaTransferBatchSize
+	hc.SlaveFallbehindMax = c.HaSlaveFallbehindMax
+	hc.SlaveTimeout = ms(c.SlaveTimeout)
+	hc.Compress = c.HaTransferCompress
+	hc.ReconnectMin = ms(c.HaReconnectMinInterval)
+	hc.ReconnectMax = ms(c.HaReconnectMaxInterval)
+	hc.DialTimeout = ms(c.HaDialTimeout)
+	return hc
 }
 
 // maxDelayLevels bounds messageDelayLevel: a level travels as a queue id of

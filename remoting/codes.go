@@ -105,6 +105,7 @@ const (
 	QuerySubscriptionByConsumer     RequestCode = 345 // QUERY_SUBSCRIPTION_BY_CONSUMER
 	GetTopicConfig                  RequestCode = 351 // GET_TOPIC_CONFIG
 	GetSubscriptionGroupConfig      RequestCode = 352 // GET_SUBSCRIPTIONGROUP_CONFIG
+	GetBrokerHAStatus               RequestCode = 907 // GET_BROKER_HA_STATUS (RocketMQ 5)
 )
 
 // ResponseCode is the code of a response. RocketMQ's numbers

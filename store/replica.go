@@ -275,11 +275,17 @@ func checkReplicaRecord(b []byte, offset int64, room, maxRecord int) (int, int64
 
 // AppendReplica appends a master's commitlog bytes (see
 // CommitLog.AppendReplica) and wakes the dispatch loop for them. It refuses
-// with ErrShutdown or ErrDiskFull as puts do. When a new slave's commitlog
-// starts at the master's offset, dispatch starts there too.
+// with ErrShutdown or ErrDiskFull as puts do, but not because the store is
+// a slave's (SetSlave): replication is what writes there. When a new
+// slave's commitlog starts at the master's offset, dispatch starts there too.
 func (s *Store) AppendReplica(offset int64, data []byte) (int, error) {
-	if r, refused := s.checkWritable(); refused {
-		return 0, r.Err
+	switch r := s.refuse.Load(); {
+	case s.shutdown.Load():
+		return 0, ErrShutdown
+	case r&refuseSpaceRatio != 0:
+		return 0, ErrDiskFull
+	case r&refuseSpaceDispatch != 0:
+		return 0, errDispatchNoSpace
 	}
 	cl := s.commitLog
 	if offset > 0 && cl.MaxOffset() == 0 && offset%int64(cl.FileSize()) == 0 {

@@ -1,0 +1,219 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/store/ha"
+)
+
+// Replication wiring: a master serves its slaves on the HA port
+// (listenPort+1) with store/ha's Master, and a SYNC_MASTER's durable puts
+// wait for a slave; a slave follows its master with store/ha's Slave, fed
+// the master's HA address by haMasterAddress or by the nameservers'
+// REGISTER_BROKER answers (onRegistered).
+
+// replication is a broker's side of replication: a master or a slave.
+type replication struct {
+	master *ha.Master // nil on a slave
+	slave  *ha.Slave  // nil on a master
+}
+
+// startReplication starts the HA master or slave for the broker's role.
+// The store is open; the remoting server is not listening yet.
+func (b *Broker) startReplication() error {
+	hc := b.cfg.HAConfig()
+	log := b.log.WithField("component", "ha")
+	if b.cfg.IsSlave() {
+		sl, err := ha.NewSlave(b.store, hc, log)
+		if err != nil {
+			return fmt.Errorf("broker: replication: %w", err)
+		}
+		b.ha.slave = sl
+		sl.Start()
+		if a := b.cfg.HaMasterAddress; a != "" {
+			// A configured address wins over the nameservers' answers.
+			sl.SetMasterAddress(a)
+		} else {
+			b.onHAMaster = sl.SetMasterAddress
+		}
+		return nil
+	}
+	m, err := ha.NewMaster(b.store, hc, log)
+	if err != nil {
+		return fmt.Errorf("broker: replication: %w", err)
+	}
+	if err := m.Start(b.haListenAddr()); err != nil {
+		return fmt.Errorf("broker: replication: listen on %s (listenPort+1): %w", b.haListenAddr(), err)
+	}
+	b.ha.master = m
+	if b.cfg.BrokerRole == conf.RoleSyncMaster {
+		b.store.SetReplicaWaiter(m.WaitReplicated)
+	}
+	return nil
+}
+
+// stopReplication stops the HA master or slave; the store stays open.
+func (b *Broker) stopReplication(ctx context.Context) error {
+	switch {
+	case b.ha.master != nil:
+		b.store.SetReplicaWaiter(nil)
+		return b.ha.master.Shutdown(ctx)
+	case b.ha.slave != nil:
+		return b.ha.slave.Shutdown(ctx)
+	}
+	return nil
+}
+
+// haListenAddr is where the master listens for slaves: the bind address
+// and listenPort+1, or any free port when listenPort is 0 (tests).
+func (b *Broker) haListenAddr() string {
+	port := 0
+	if b.cfg.ListenPort > 0 {
+		port = b.cfg.ListenPort + 1
+	}
+	return net.JoinHostPort(b.cfg.BindAddress, strconv.Itoa(port))
+}
+
+// haServerAddr is brokerIP2 (brokerIP1 when unset) and the HA port, the
+// address slaves dial, as registered with the nameservers.
+func (b *Broker) haServerAddr() string {
+	ip := b.ip
+	if b.cfg.BrokerIP2 != "" {
+		if a, err := netip.ParseAddr(b.cfg.BrokerIP2); err == nil {
+			ip = a
+		}
+	}
+	port := b.StoreHost().Port() + 1
+	if b.ha.master != nil {
+		if ta, ok := b.ha.master.Addr().(*net.TCPAddr); ok {
+			port = uint16(ta.Port)
+		}
+	}
+	return netip.AddrPortFrom(ip, port).String()
+}
+
+// haRuntimeInfo is RocketMQ 5's HARuntimeInfo, the GET_BROKER_HA_STATUS
+// body that `mqadmin haStatus` prints.
+type haRuntimeInfo struct {
+	Master                   bool                  `json:"master"`
+	MasterCommitLogMaxOffset int64                 `json:"masterCommitLogMaxOffset"`
+	InSyncSlaveNums          int                   `json:"inSyncSlaveNums"`
+	HAConnectionInfo         []haConnectionRuntime `json:"haConnectionInfo"`
+	HAClientRuntimeInfo      haClientRuntime       `json:"haClientRuntimeInfo"`
+}
+
+type haConnectionRuntime struct {
+	Addr                    string `json:"addr"`
+	SlaveAckOffset          int64  `json:"slaveAckOffset"`
+	Diff                    int64  `json:"diff"`
+	InSync                  bool   `json:"inSync"`
+	TransferredByteInSecond int64  `json:"transferredByteInSecond"`
+	TransferFromWhere       int64  `json:"transferFromWhere"`
+	// Ours: when the connection came, and whether its frames are compressed.
+	ConnectedSince int64 `json:"connectedSince,omitempty"`
+	Compressed     bool  `json:"compressed,omitempty"`
+}
+
+type haClientRuntime struct {
+	MasterAddr              string `json:"masterAddr"`
+	TransferredByteInSecond int64  `json:"transferredByteInSecond"`
+	MaxOffset               int64  `json:"maxOffset"`
+	LastReadTimestamp       int64  `json:"lastReadTimestamp"`
+	LastWriteTimestamp      int64  `json:"lastWriteTimestamp"`
+	MasterFlushOffset       int64  `json:"masterFlushOffset"`
+	IsActivated             bool   `json:"isActivated"`
+	// Ours: the client's state and, when it refuses its master, why.
+	State     string `json:"state,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+}
+
+// haStatus builds the replication figures of this broker.
+func (b *Broker) haStatus() haRuntimeInfo {
+	var info haRuntimeInfo
+	switch {
+	case b.ha.master != nil:
+		st := b.ha.master.Status()
+		info.Master = true
+		info.MasterCommitLogMaxOffset = st.MaxOffset
+		info.HAConnectionInfo = []haConnectionRuntime{}
+		for _, c := range st.Slaves {
+			inSync := c.LagBytes < b.cfg.HaSlaveFallbehindMax
+			if inSync {
+				info.InSyncSlaveNums++
+			}
+			info.HAConnectionInfo = append(info.HAConnectionInfo, haConnectionRuntime{
+				Addr: c.Addr, SlaveAckOffset: c.AckOffset, Diff: c.LagBytes, InSync: inSync,
+				TransferFromWhere: c.AckOffset, ConnectedSince: c.ConnectedSince.UnixMilli(), Compressed: c.Compressed,
+			})
+		}
+	case b.ha.slave != nil:
+		st := b.ha.slave.Status()
+		info.MasterCommitLogMaxOffset = st.MasterMaxOffset
+		info.HAClientRuntimeInfo = haClientRuntime{
+			MasterAddr: st.MasterAddr, MaxOffset: st.MaxOffset, IsActivated: st.State == ha.SlaveFollowing,
+			State: string(st.State), LastError: st.LastError,
+		}
+		if st.State == ha.SlaveFollowing {
+			info.HAClientRuntimeInfo.LastReadTimestamp = st.Since.UnixMilli()
+		}
+	}
+	return info
+}
+
+// processGetHAStatus answers GET_BROKER_HA_STATUS (RocketMQ 5's code 907).
+func (b *Broker) processGetHAStatus(_ *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
+	body, err := json.Marshal(b.haStatus())
+	if err != nil {
+		return nil, err
+	}
+	resp := respond(req, remoting.Success, "")
+	resp.Body = body
+	return resp, nil
+}
+
+// haRuntimeFields are the replication entries of GET_BROKER_RUNTIME_INFO,
+// under RocketMQ's names where it has them.
+func (b *Broker) haRuntimeFields(kv map[string]string) {
+	switch {
+	case b.ha.master != nil:
+		st := b.ha.master.Status()
+		kv["haServerAddr"] = b.haServerAddr()
+		kv["slaveNum"] = strconv.Itoa(len(st.Slaves))
+		kv["push2SlaveMaxOffset"] = strconv.FormatInt(st.Push2SlaveMaxOffset, 10)
+		behind := int64(0)
+		if len(st.Slaves) > 0 {
+			behind = max(0, st.MaxOffset-st.Push2SlaveMaxOffset)
+		}
+		kv["slaveFallBehindMuch"] = strconv.FormatInt(behind, 10)
+	case b.ha.slave != nil:
+		st := b.ha.slave.Status()
+		kv["masterAddr"] = b.MasterAddr()
+		kv["haMasterAddr"] = st.MasterAddr
+		kv["haState"] = string(st.State)
+		kv["masterCommitLogMaxOffset"] = strconv.FormatInt(st.MasterMaxOffset, 10)
+		if st.MasterMaxOffset >= 0 {
+			kv["slaveFallBehindMuch"] = strconv.FormatInt(max(0, st.MasterMaxOffset-st.MaxOffset), 10)
+		}
+	}
+}
+
+// logRole says at start what this broker replicates.
+func (b *Broker) logRole() {
+	log := b.log.WithField("role", b.cfg.BrokerRole)
+	switch {
+	case b.ha.master != nil:
+		log.WithFields(logrus.Fields{"haServerAddr": b.haServerAddr(), "syncDoubleWrite": b.cfg.BrokerRole == conf.RoleSyncMaster}).
+			Info("serving slaves")
+	case b.ha.slave != nil:
+		log.WithField("haMasterAddress", b.cfg.HaMasterAddress).Info("following a master (address from haMasterAddress or the nameservers)")
+	}
+}

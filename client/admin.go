@@ -210,6 +210,18 @@ func (a *Admin) BrokerRuntimeStats(ctx context.Context, addr string) (map[string
 	return kv.Table, nil
 }
 
+// BrokerHAStatus returns the replication state of the broker at addr
+// (GET_BROKER_HA_STATUS, RocketMQ 5's code 907): a master's slaves with
+// their acks and lag, or a slave's master and how far it got. A RocketMQ 4
+// broker answers REQUEST_CODE_NOT_SUPPORTED, as a *BrokerError.
+func (a *Admin) BrokerHAStatus(ctx context.Context, addr string) (*protocol.HARuntimeInfo, error) {
+	resp, err := a.call(ctx, addr, remoting.GetBrokerHAStatus, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DecodeHARuntimeInfo(resp.Body)
+}
+
 // TopicStats returns every queue's min and max offsets, from every broker
 // of topic's route.
 func (a *Admin) TopicStats(ctx context.Context, topic string) (map[MessageQueue]protocol.TopicOffset, error) {

@@ -658,12 +658,11 @@ func (b *consumerBase) pullOnce(pq *processQueue, sub *subscription) bool {
 	pq.mu.Lock()
 	offset, gen, bid := pq.nextOffset, pq.generation, pq.suggestID
 	pq.mu.Unlock()
-	addr := b.c.brokerAddr(pq.mq.BrokerName, bid)
-	if addr == "" {
-		var err error
-		if addr, err = b.c.findMaster(b.ctx, pq.mq.Topic, pq.mq.BrokerName); err != nil {
-			return false
-		}
+	// The broker the last answer suggested, or a stand-in (brokerAddr):
+	// while the master is out of the route a slave serves the pulls.
+	addr, err := b.c.findBroker(b.ctx, pq.mq.Topic, pq.mq.BrokerName, bid)
+	if err != nil {
+		return false
 	}
 	h := protocol.PullMessageRequestHeader{
 		ConsumerGroup: b.group, Topic: pq.mq.Topic, QueueID: pq.mq.QueueID, QueueOffset: offset,
@@ -679,6 +678,9 @@ func (b *consumerBase) pullOnce(pq *processQueue, sub *subscription) bool {
 	// Send the expression with every pull, so the broker filters right even
 	// before it has seen our heartbeat.
 	h.SysFlag |= protocol.PullFlagSubscription
+	// Only a master takes the offset a pull carries (a slave ignores it),
+	// so it is sent only there, as the official clients clear the flag
+	// for a slave.
 	if b.clustering() && b.kind == protocol.ConsumePassively && addr == b.c.masterAddr(pq.mq.BrokerName) {
 		if co := b.store.current(pq.mq); co > 0 {
 			h.SysFlag |= protocol.PullFlagCommitOffset
@@ -701,7 +703,12 @@ func (b *consumerBase) pullOnce(pq *processQueue, sub *subscription) bool {
 		pq.mu.Unlock()
 		return true // seeked while the pull was in flight
 	}
-	pq.suggestID = rh.SuggestWhichBrokerID
+	switch resp.ResponseCode() {
+	case remoting.Success, remoting.PullNotFound, remoting.PullRetryImmediately, remoting.PullOffsetMoved:
+		// The broker to pull from next (updatePullFromWhichNode); an error
+		// answer carries no suggestion and keeps the last one.
+		pq.suggestID = rh.SuggestWhichBrokerID
+	}
 	pq.mu.Unlock()
 	switch resp.ResponseCode() {
 	case remoting.Success:

@@ -367,14 +367,26 @@ func (c *core) masterAddr(brokerName string) string {
 	return c.brokerAddrs[brokerName][protocol.MasterID]
 }
 
-// brokerAddr returns the address of brokerId in brokerName, falling back to
-// the master and then to any member (a slave can serve reads).
+// brokerAddr returns the member of brokerName to read from when brokerID
+// is wanted, as the official clients' findBrokerAddressInSubscribe:
+// brokerID if the route has it; for a slave id the route lacks, the next
+// id; else any member, the master first, then the lowest id (Java's
+// HashMap of ids yields the master first too). So pulls follow the
+// broker's suggestion, fall back to a slave while the master is out of the
+// route and go back to the master once it returns and suggests 0. With
+// MasterID it is findBrokerAddressInAdmin: the master, else a slave.
+// "" when the route has no member of brokerName.
 func (c *core) brokerAddr(brokerName string, brokerID int64) string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	addrs := c.brokerAddrs[brokerName]
 	if a := addrs[brokerID]; a != "" {
 		return a
+	}
+	if brokerID != protocol.MasterID {
+		if a := addrs[brokerID+1]; a != "" {
+			return a
+		}
 	}
 	if a := addrs[protocol.MasterID]; a != "" {
 		return a
@@ -384,10 +396,29 @@ func (c *core) brokerAddr(brokerName string, brokerID int64) string {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	if len(ids) > 0 {
-		return addrs[ids[0]]
+	for _, id := range ids {
+		if a := addrs[id]; a != "" {
+			return a
+		}
 	}
 	return ""
+}
+
+// findBroker is brokerAddr, refreshing topic's route once when brokerName
+// has no member in it (the official clients' tryFindBroker).
+func (c *core) findBroker(ctx context.Context, topic, brokerName string, brokerID int64) (string, error) {
+	if a := c.brokerAddr(brokerName, brokerID); a != "" {
+		return a, nil
+	}
+	if topic != "" {
+		if _, err := c.updateRoute(ctx, topic); err != nil {
+			return "", err
+		}
+		if a := c.brokerAddr(brokerName, brokerID); a != "" {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s", ErrBrokerNotFound, brokerName)
 }
 
 // findMaster returns brokerName's master, refreshing topic's route once when

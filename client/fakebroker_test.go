@@ -72,6 +72,7 @@ type fakeHalf struct {
 type fakeBroker struct {
 	t       testing.TB
 	name    string
+	id      int64 // brokerId: 0 a master, else a slave of the master of name
 	nsAddrs []string
 	srv     *remoting.Server
 	rc      *remoting.Client
@@ -100,6 +101,11 @@ type fakeBroker struct {
 	// answered (most of them parked) and all pulls received.
 	pullsIn   map[string]int
 	pullsSeen map[string]int
+	// suggest is the suggestWhichBrokerId of every pull answer.
+	suggest int64
+	// commitFlags counts, per consumer group, pulls carrying the
+	// commit-offset flag.
+	commitFlags map[string]int
 }
 
 type fakeLock struct {
@@ -111,8 +117,16 @@ type fakeLock struct {
 // nameservers and stops it when the test ends.
 func MustStartFakeBroker(t testing.TB, name string, nsAddrs ...string) *fakeBroker {
 	t.Helper()
+	return MustStartFakeBrokerID(t, name, protocol.MasterID, nsAddrs...)
+}
+
+// MustStartFakeBrokerID is MustStartFakeBroker registering as brokerId id:
+// a slave of name's master when id > 0. Its messages are its own: a test
+// that wants a slave to hold its master's puts them into both.
+func MustStartFakeBrokerID(t testing.TB, name string, id int64, nsAddrs ...string) *fakeBroker {
+	t.Helper()
 	fb := &fakeBroker{
-		t: t, name: name, nsAddrs: nsAddrs,
+		t: t, name: name, id: id, nsAddrs: nsAddrs, commitFlags: map[string]int{},
 		topics:    map[string]int32{"TBW102": 8},
 		queues:    map[fakeQueueKey][]*message.MessageExt{},
 		byOffset:  map[int64]*message.MessageExt{},
@@ -182,7 +196,7 @@ func (fb *fakeBroker) register() {
 	enc, err := body.Encode(false)
 	require.NoError(fb.t, err)
 	h := &protocol.RegisterBrokerRequestHeader{BrokerName: fb.name, BrokerAddr: fb.Addr(), ClusterName: "TestCluster",
-		HaServerAddr: fb.Addr(), BrokerID: 0, BodyCrc32: protocol.BodyCRC32(enc)}
+		HaServerAddr: fb.Addr(), BrokerID: fb.id, BodyCrc32: protocol.BodyCRC32(enc)}
 	for _, ns := range fb.nsAddrs {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		resp, err := fb.rc.InvokeSync(ctx, ns, remoting.NewRequest(remoting.RegisterBroker, protocol.EncodeHeader(h, nil), enc))
@@ -190,6 +204,34 @@ func (fb *fakeBroker) register() {
 		require.NoError(fb.t, err)
 		require.Equal(fb.t, remoting.Success, resp.ResponseCode(), resp.Remark)
 	}
+}
+
+// unregister tells the nameservers this broker left (UNREGISTER_BROKER), as
+// a broker shutting down does; register brings it back.
+func (fb *fakeBroker) unregister() {
+	h := &protocol.UnRegisterBrokerRequestHeader{BrokerName: fb.name, BrokerAddr: fb.Addr(), ClusterName: "TestCluster", BrokerID: fb.id}
+	for _, ns := range fb.nsAddrs {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := fb.rc.InvokeSync(ctx, ns, remoting.NewRequest(remoting.UnregisterBroker, protocol.EncodeHeader(h, nil), nil))
+		cancel()
+		require.NoError(fb.t, err)
+		require.Equal(fb.t, remoting.Success, resp.ResponseCode(), resp.Remark)
+	}
+}
+
+// setSuggest makes pull answers suggest brokerId id for the next pull.
+func (fb *fakeBroker) setSuggest(id int64) {
+	fb.mu.Lock()
+	fb.suggest = id
+	fb.mu.Unlock()
+}
+
+// commitFlagged returns how many of group's pulls carried the
+// commit-offset flag.
+func (fb *fakeBroker) commitFlagged(group string) int {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	return fb.commitFlags[group]
 }
 
 func resp(req *remoting.Command, code remoting.ResponseCode, remark string) *remoting.Command {
@@ -414,6 +456,7 @@ func (fb *fakeBroker) pull(_ *remoting.Conn, req *remoting.Command) (*remoting.C
 	if h.SysFlag&protocol.PullFlagCommitOffset != 0 && h.CommitOffset > 0 {
 		// Once, on arrival, as Java's PullMessageProcessor.
 		fb.mu.Lock()
+		fb.commitFlags[h.ConsumerGroup]++
 		fb.offsets[h.ConsumerGroup+"|"+h.Topic+"|"+strconv.Itoa(int(h.QueueID))] = h.CommitOffset
 		fb.mu.Unlock()
 	}
@@ -456,7 +499,11 @@ func (fb *fakeBroker) pull(_ *remoting.Conn, req *remoting.Command) (*remoting.C
 		}
 		r := resp(req, code, "")
 		r.Body = body
-		r.ExtFields = protocol.EncodeHeader(&protocol.PullMessageResponseHeader{NextBeginOffset: next, MinOffset: 0, MaxOffset: max}, r.ExtFields)
+		fb.mu.Lock()
+		suggest := fb.suggest
+		fb.mu.Unlock()
+		r.ExtFields = protocol.EncodeHeader(&protocol.PullMessageResponseHeader{SuggestWhichBrokerID: suggest, NextBeginOffset: next,
+			MinOffset: 0, MaxOffset: max}, r.ExtFields)
 		return r, nil
 	}
 }

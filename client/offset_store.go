@@ -62,7 +62,14 @@ func (m *memOffsets) remove(mq MessageQueue) {
 }
 
 // remoteOffsetStore keeps offsets in the brokers (QUERY_CONSUMER_OFFSET /
-// UPDATE_CONSUMER_OFFSET).
+// UPDATE_CONSUMER_OFFSET), at the queue's master, or at a slave while the
+// master is out of the route: RocketMQ's own client does so
+// (RemoteBrokerOffsetStore over findBrokerAddressInAdmin), so a consumer
+// that takes a queue while the master is down resumes at the offset the
+// slave copied from the master rather than not at all, and its progress
+// there is kept. The official Go client asks the master only and fails
+// meanwhile. Once the master is back, commits go to it again; the slave's
+// metadata sync then overwrites the slave's copy with the master's.
 type remoteOffsetStore struct {
 	memOffsets
 	c     *core
@@ -74,7 +81,7 @@ func newRemoteOffsetStore(c *core, group string) *remoteOffsetStore {
 }
 
 func (s *remoteOffsetStore) read(ctx context.Context, mq MessageQueue) (int64, error) {
-	addr, err := s.c.findMaster(ctx, mq.Topic, mq.BrokerName)
+	addr, err := s.c.findBroker(ctx, mq.Topic, mq.BrokerName, protocol.MasterID)
 	if err != nil {
 		return -1, err
 	}
@@ -104,7 +111,7 @@ func (s *remoteOffsetStore) persist(ctx context.Context, mqs []MessageQueue) {
 		if off < 0 {
 			continue
 		}
-		addr, err := s.c.findMaster(ctx, mq.Topic, mq.BrokerName)
+		addr, err := s.c.findBroker(ctx, mq.Topic, mq.BrokerName, protocol.MasterID)
 		if err != nil {
 			continue
 		}

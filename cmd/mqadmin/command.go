@@ -198,6 +198,7 @@ func allCommands() []*command {
 		consumerConnectionCmd(),
 		consumerProgressCmd(),
 		clusterListCmd(),
+		haStatusCmd(),
 		topicListCmd(),
 		updateKvConfigCmd(),
 		deleteKvConfigCmd(),

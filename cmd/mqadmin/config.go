@@ -30,8 +30,11 @@ func sortedQueues[V any](m map[client.MessageQueue]V) []client.MessageQueue {
 func clusterListCmd() *command {
 	return &command{
 		name: "clusterList", desc: "List all of clusters",
-		opts: []option{{short: "m", long: "moreStats", desc: "Print more stats"}},
-		run:  runClusterList,
+		opts: []option{
+			{short: "m", long: "moreStats", desc: "Print more stats"},
+			{short: "i", long: "interval", hasArg: true, desc: "specify intervals numbers, it is in seconds"},
+		},
+		run: runClusterList,
 	}
 }
 
@@ -66,32 +69,64 @@ func firstFloat(s string) float64 {
 	return f
 }
 
+// runClusterList prints every broker of every cluster, masters and slaves,
+// in Java's columns; ours follow at the end of each row: the broker's role
+// and its replication (see replicationOf). -m keeps Java's traffic table
+// and adds each row's broker id and role, so a master's row and its
+// slave's can be told apart.
 func runClusterList(e *env) error {
 	a, err := e.Admin()
 	if err != nil {
 		return err
 	}
-	ci, err := a.ClusterInfo(e.ctx)
-	if err != nil {
-		return err
-	}
-	if e.vals.has("m") {
-		e.printf("%-16s  %-32s %14s %14s %14s %14s\n", "#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday")
-		for _, r := range clusterRows(ci) {
-			var inYest, outYest, inToday, outToday int64
-			if kv, err := a.BrokerRuntimeStats(e.ctx, r.addr); err == nil {
-				n := func(k string) int64 { v, _ := strconv.ParseInt(kv[k], 10, 64); return v }
-				inYest = n("msgPutTotalTodayMorning") - n("msgPutTotalYesterdayMorning")
-				outYest = n("msgGetTotalTodayMorning") - n("msgGetTotalYesterdayMorning")
-				inToday = n("msgPutTotalTodayNow") - n("msgPutTotalTodayMorning")
-				outToday = n("msgGetTotalTodayNow") - n("msgGetTotalTodayMorning")
-			}
-			e.printf("%-16s  %-32s %14d %14d %14d %14d\n", r.cluster, r.name, inYest, outYest, inToday, outToday)
+	return e.repeat(0, func() error {
+		ci, err := a.ClusterInfo(e.ctx)
+		if err != nil {
+			return err
 		}
+		if e.vals.has("m") {
+			printClusterMoreStats(e, a, ci)
+			return nil
+		}
+		printClusterBaseInfo(e, a, ci)
 		return nil
+	})
+}
+
+func printClusterMoreStats(e *env, a *client.Admin, ci *protocol.ClusterInfo) {
+	e.printf("%-16s  %-32s %14s %14s %14s %14s  %-4s  %s\n",
+		"#Cluster Name", "#Broker Name", "#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday", "#BID", "#Role")
+	for _, r := range clusterRows(ci) {
+		var inYest, outYest, inToday, outToday int64
+		kv, err := a.BrokerRuntimeStats(e.ctx, r.addr)
+		if err == nil {
+			n := func(k string) int64 { v, _ := strconv.ParseInt(kv[k], 10, 64); return v }
+			inYest = n("msgPutTotalTodayMorning") - n("msgPutTotalYesterdayMorning")
+			outYest = n("msgGetTotalTodayMorning") - n("msgGetTotalYesterdayMorning")
+			inToday = n("msgPutTotalTodayNow") - n("msgPutTotalTodayMorning")
+			outToday = n("msgGetTotalTodayNow") - n("msgGetTotalTodayMorning")
+		}
+		e.printf("%-16s  %-32s %14d %14d %14d %14d  %-4d  %s\n", r.cluster, r.name, inYest, outYest, inToday, outToday,
+			r.id, roleOf(r, kv))
 	}
-	e.printf("%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s\n",
-		"#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE")
+}
+
+// roleOf is a broker's brokerRole from its runtime stats, else RocketMQ's
+// rule: id 0 is the master.
+func roleOf(r brokerRow, kv map[string]string) string {
+	if role := kv["brokerRole"]; role != "" {
+		return role
+	}
+	if r.id == protocol.MasterID {
+		return "MASTER"
+	}
+	return roleSlave
+}
+
+func printClusterBaseInfo(e *env, a *client.Admin, ci *protocol.ClusterInfo) {
+	e.printf("%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s  %-12s %7s %-10s %12s\n",
+		"#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)", "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE",
+		"#Role", "#Slaves", "#HAState", "#Behind(B)")
 	for _, r := range clusterRows(ci) {
 		kv, err := a.BrokerRuntimeStats(e.ctx, r.addr)
 		if err != nil {
@@ -105,12 +140,13 @@ func runClusterList(e *env) error {
 		if f, err := strconv.ParseFloat(kv["commitLogDiskRatio"], 64); err == nil {
 			space = f
 		}
-		e.printf("%-16s  %-22s  %-4d  %-22s %-16s %19s %19s %10s %5s %6s\n", r.cluster, r.name, r.id, r.addr, kv["brokerVersionDesc"],
+		rep := replicationOf(e, a, r, kv)
+		e.printf("%-16s  %-22s  %-4d  %-22s %-16s %19s %19s %10s %5s %6s  %-12s %7s %-10s %12s\n", r.cluster, r.name, r.id, r.addr, kv["brokerVersionDesc"],
 			fmt.Sprintf("%9.2f(%s,%sms)", firstFloat(kv["putTps"]), kv["sendThreadPoolQueueSize"], kv["sendThreadPoolQueueHeadWaitTimeMills"]),
 			fmt.Sprintf("%9.2f(%s,%sms)", firstFloat(kv["getTransferedTps"]), kv["pullThreadPoolQueueSize"], kv["pullThreadPoolQueueHeadWaitTimeMills"]),
-			kv["pageCacheLockTimeMills"], fmt.Sprintf("%2.2f", hour), fmt.Sprintf("%.4f", space))
+			kv["pageCacheLockTimeMills"], fmt.Sprintf("%2.2f", hour), fmt.Sprintf("%.4f", space),
+			rep.role, rep.slaves, rep.haState, rep.behind)
 	}
-	return nil
 }
 
 func brokerStatusCmd() *command {

@@ -17,15 +17,16 @@
 // queryMsgByOffset consumerConnection consumerProgress clusterList topicList
 // updateKvConfig deleteKvConfig resetOffsetByTime skipAccumulatedMessage
 // updateOrderConf getNamesrvConfig updateNamesrvConfig getBrokerConfig
-// getConsumerConfig sendMessage.
+// getConsumerConfig sendMessage; and from RocketMQ 5, haStatus. clusterList
+// and haStatus -i repeat until Ctrl-C.
 //
 // Java's other commands (wipeWritePerm, producerConnection, consumerStatus,
 // printMsg, statsAll, ACL, export...) need admin calls client.Admin does not
 // have yet, and are absent rather than approximated. Options that need them
 // are absent too: consumerProgress -s, queryMsgById -g/-d/-s/-u,
-// queryMsgByUniqueKey -g/-d, updateTopic -u/-s, resetOffsetByTime -c,
-// clusterList -i. Where Java prints data the SDK does not return (a
-// consumer's client IP, consume TPS) the cell says NA.
+// queryMsgByUniqueKey -g/-d, updateTopic -u/-s, resetOffsetByTime -c. Where
+// Java prints data the SDK does not return (a consumer's client IP, consume
+// TPS) the cell says NA.
 package main
 
 import (
@@ -34,8 +35,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -60,18 +63,25 @@ var (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-// run is main without the process: it returns the exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	return newApp(stdout, stderr).run(args)
+	// Ctrl-C or SIGTERM ends a repeating command (-i) between rounds, or
+	// cancels the requests of the one running.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	a := newApp(os.Stdout, os.Stderr)
+	a.ctx = ctx
+	code := a.run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 // app holds what commands share: output streams and the environment.
 type app struct {
 	out, err io.Writer
 	getenv   func(string) string
+	// ctx ends every command run when it is cancelled (main: on a signal).
+	ctx context.Context
+	// maxRounds, when positive, stops a repeating command (-i) after that
+	// many rounds; tests set it, operators stop it with Ctrl-C.
+	maxRounds int
 	// bodyDir is where queryMsg* commands write message bodies, as Java's
 	// mqadmin does (/tmp/rocketmq/msgbodys).
 	bodyDir  string
@@ -80,7 +90,7 @@ type app struct {
 }
 
 func newApp(stdout, stderr io.Writer) *app {
-	a := &app{out: stdout, err: stderr, getenv: os.Getenv,
+	a := &app{out: stdout, err: stderr, getenv: os.Getenv, ctx: context.Background(),
 		bodyDir: filepath.Join(os.TempDir(), "rocketmq", "msgbodys"), byName: map[string]*command{}}
 	for _, c := range allCommands() {
 		a.commands = append(a.commands, c)
@@ -123,7 +133,7 @@ func (a *app) run(args []string) int {
 		c.printUsage(a.out)
 		return exitOK
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	ctx, cancel := context.WithTimeout(a.ctx, commandTimeout)
 	defer cancel()
 	e := &env{app: a, cmd: c, vals: vals, ctx: ctx, out: a.out}
 	defer e.close()

@@ -51,20 +51,35 @@ type cluster struct {
 // DefaultCluster, and waits until the broker is registered.
 func MustStartCluster(t *testing.T) *cluster {
 	t.Helper()
+	return MustStartClusterWith(t, nil)
+}
+
+// smallBroker shrinks a broker's files and pools for tests.
+func smallBroker(c *conf.BrokerConfig) {
+	c.MappedFileSizeCommitLog = 1 << 20
+	c.MappedFileSizeConsumeQueue = 20 * 1000
+	c.SendMessageThreadPoolNums = 2
+	c.PullMessageThreadPoolNums = 2
+	c.QueryMessageThreadPoolNums = 2
+	c.AdminBrokerThreadPoolNums = 2
+	c.ClientManageThreadPoolNums = 2
+	c.ConsumerManageThreadPoolNums = 2
+	c.EndTransactionThreadPoolNums = 2
+}
+
+// MustStartClusterWith is MustStartCluster with the broker's config
+// adjusted by tune (may be nil).
+func MustStartClusterWith(t *testing.T, tune func(*conf.BrokerConfig)) *cluster {
+	t.Helper()
 	ns, b := clustertest.MustStart(t, clustertest.Options{
 		BrokerName: "broker-a",
 		Log:        testLogger(),
 		Namesrv:    func(c *conf.NamesrvConfig) { c.ServerWorkerThreads = 2 },
 		Broker: func(c *conf.BrokerConfig) {
-			c.MappedFileSizeCommitLog = 1 << 20
-			c.MappedFileSizeConsumeQueue = 20 * 1000
-			c.SendMessageThreadPoolNums = 2
-			c.PullMessageThreadPoolNums = 2
-			c.QueryMessageThreadPoolNums = 2
-			c.AdminBrokerThreadPoolNums = 2
-			c.ClientManageThreadPoolNums = 2
-			c.ConsumerManageThreadPoolNums = 2
-			c.EndTransactionThreadPoolNums = 2
+			smallBroker(c)
+			if tune != nil {
+				tune(c)
+			}
 		},
 	})
 

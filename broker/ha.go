@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 	"github.com/gorocketmq/gorocketmq/store/ha"
 )
 
@@ -101,56 +102,21 @@ func (b *Broker) haServerAddr() string {
 	return netip.AddrPortFrom(ip, port).String()
 }
 
-// haRuntimeInfo is RocketMQ 5's HARuntimeInfo, the GET_BROKER_HA_STATUS
-// body that `mqadmin haStatus` prints.
-type haRuntimeInfo struct {
-	Master                   bool                  `json:"master"`
-	MasterCommitLogMaxOffset int64                 `json:"masterCommitLogMaxOffset"`
-	InSyncSlaveNums          int                   `json:"inSyncSlaveNums"`
-	HAConnectionInfo         []haConnectionRuntime `json:"haConnectionInfo"`
-	HAClientRuntimeInfo      haClientRuntime       `json:"haClientRuntimeInfo"`
-}
-
-type haConnectionRuntime struct {
-	Addr                    string `json:"addr"`
-	SlaveAckOffset          int64  `json:"slaveAckOffset"`
-	Diff                    int64  `json:"diff"`
-	InSync                  bool   `json:"inSync"`
-	TransferredByteInSecond int64  `json:"transferredByteInSecond"`
-	TransferFromWhere       int64  `json:"transferFromWhere"`
-	// Ours: when the connection came, and whether its frames are compressed.
-	ConnectedSince int64 `json:"connectedSince,omitempty"`
-	Compressed     bool  `json:"compressed,omitempty"`
-}
-
-type haClientRuntime struct {
-	MasterAddr              string `json:"masterAddr"`
-	TransferredByteInSecond int64  `json:"transferredByteInSecond"`
-	MaxOffset               int64  `json:"maxOffset"`
-	LastReadTimestamp       int64  `json:"lastReadTimestamp"`
-	LastWriteTimestamp      int64  `json:"lastWriteTimestamp"`
-	MasterFlushOffset       int64  `json:"masterFlushOffset"`
-	IsActivated             bool   `json:"isActivated"`
-	// Ours: the client's state and, when it refuses its master, why.
-	State     string `json:"state,omitempty"`
-	LastError string `json:"lastError,omitempty"`
-}
-
 // haStatus builds the replication figures of this broker.
-func (b *Broker) haStatus() haRuntimeInfo {
-	var info haRuntimeInfo
+func (b *Broker) haStatus() protocol.HARuntimeInfo {
+	var info protocol.HARuntimeInfo
 	switch {
 	case b.ha.master != nil:
 		st := b.ha.master.Status()
 		info.Master = true
 		info.MasterCommitLogMaxOffset = st.MaxOffset
-		info.HAConnectionInfo = []haConnectionRuntime{}
+		info.HAConnectionInfo = []protocol.HAConnectionRuntimeInfo{}
 		for _, c := range st.Slaves {
 			inSync := c.LagBytes < b.cfg.HaSlaveFallbehindMax
 			if inSync {
 				info.InSyncSlaveNums++
 			}
-			info.HAConnectionInfo = append(info.HAConnectionInfo, haConnectionRuntime{
+			info.HAConnectionInfo = append(info.HAConnectionInfo, protocol.HAConnectionRuntimeInfo{
 				Addr: c.Addr, SlaveAckOffset: c.AckOffset, Diff: c.LagBytes, InSync: inSync,
 				TransferFromWhere: c.AckOffset, ConnectedSince: c.ConnectedSince.UnixMilli(), Compressed: c.Compressed,
 			})
@@ -158,7 +124,7 @@ func (b *Broker) haStatus() haRuntimeInfo {
 	case b.ha.slave != nil:
 		st := b.ha.slave.Status()
 		info.MasterCommitLogMaxOffset = st.MasterMaxOffset
-		info.HAClientRuntimeInfo = haClientRuntime{
+		info.HAClientRuntimeInfo = protocol.HAClientRuntimeInfo{
 			MasterAddr: st.MasterAddr, MaxOffset: st.MaxOffset, IsActivated: st.State == ha.SlaveFollowing,
 			State: string(st.State), LastError: st.LastError,
 		}

@@ -64,7 +64,7 @@ func TestReplicationMasterToSlave(t *testing.T) {
 	resp := haSend(t, cl, slave.Addr(), "HA", "x")
 	assert.Equal(t, remoting.ServiceNotAvailable, resp.ResponseCode())
 
-	var info haRuntimeInfo
+	var info protocol.HARuntimeInfo
 	resp = baInvoke(t, cl, master.Addr(), remoting.NewRequest(remoting.GetBrokerHAStatus, nil, nil))
 	require.Equal(t, remoting.Success, resp.ResponseCode())
 	require.NoError(t, json.Unmarshal(resp.Body, &info))

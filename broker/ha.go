@@ -128,9 +128,6 @@ func (b *Broker) haStatus() protocol.HARuntimeInfo {
 			MasterAddr: st.MasterAddr, MaxOffset: st.MaxOffset, IsActivated: st.State == ha.SlaveFollowing,
 			State: string(st.State), LastError: st.LastError,
 		}
-		if st.State == ha.SlaveFollowing {
-			info.HAClientRuntimeInfo.LastReadTimestamp = st.Since.UnixMilli()
-		}
 	}
 	return info
 }

@@ -212,18 +212,22 @@ run_case() {
 		toolprof=(--cpuprofile "$OUT/profiles/$name.mqbench.pprof")
 	fi
 	t0=$(cpu_ticks "$broker_pid")
+	u0=0
+	[[ -n "$slave_pid" ]] && u0=$(cpu_ticks "$slave_pid")
 	m0=$(machine_ticks)
 	s0=$(cpu_stall_us)
 	w0=$(date +%s.%N)
 	timeout --signal=INT --kill-after=5 "$limit" "$BIN/mqbench" "$@" -n "$NS" "${toolprof[@]}" >"$log" 2>"$OUT/$name.err" || true
 	w1=$(date +%s.%N)
 	t1=$(cpu_ticks "$broker_pid")
+	u1=0
+	[[ -n "$slave_pid" ]] && u1=$(cpu_ticks "$slave_pid")
 	m1=$(machine_ticks)
 	s1=$(cpu_stall_us)
 	[[ -n "$prof_pid" ]] && wait "$prof_pid" 2>/dev/null || true
 	stop_pid "$sampler_pid"
 	sampler_pid=""
-	local bcpu rss idle
+	local bcpu scpu=- rss idle
 	# Machine-wide idle and iowait over the run: with no idle CPU the cores
 	# were the limit (other processes included), with high iowait the disk.
 	idle=$(echo "$m0 $m1" | awk '{d = $4 - $1; if (d <= 0) d = 1; printf "%.0f/%.0f", ($5-$2)/d*100, ($6-$3)/d*100}')
@@ -231,8 +235,11 @@ run_case() {
 	# waited for a core (Linux PSI); high values mean queueing on the CPUs.
 	stall=$(awk -v a="${s0:-0}" -v b="${s1:-0}" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f%%", (b-a)/1e6/(w1-w0)*100}')
 	bcpu=$(awk -v a="$t0" -v b="$t1" -v t="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f", (b-a)/t/(w1-w0)*100}')
+	# The slave's CPU over the run, when one runs (its process may have
+	# started during the run: ticks from its start).
+	[[ -n "$slave_pid" ]] && scpu=$(awk -v a="$u0" -v b="$u1" -v t="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f%%", (b-a)/t/(w1-w0)*100}')
 	rss=$(awk '{printf "%.0f", $1/1024}' "$SCRATCH/rss")
-	ROWS+=("$(awk -v name="$name" -v target="$target" -v bcpu="$bcpu" -v rss="$rss" -v idle="$idle" -v stall="$stall" '
+	ROWS+=("$(awk -v name="$name" -v target="$target" -v bcpu="$bcpu" -v scpu="$scpu" -v rss="$rss" -v idle="$idle" -v stall="$stall" '
 		/^\[Complete\] Send Total:/ {
 			for (i = 1; i <= NF; i++) {
 				if ($i == "TPS:") tps = $(i+1)
@@ -272,7 +279,7 @@ run_case() {
 		/^\[CPU\]/ { for (i = 1; i <= NF; i++) if ($i == "core,") tool = $(i-3) }
 		END {
 			if (tps == "") tps = "FAILED"
-			printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n", name, tps, avg, p99, p999, fail+0, tool, bcpu "%", rss, idle, stall, target
+			printf "%-14s %10s %9s %9s %9s %7s %6s %7s %6s %7s %9s %6s  %s\n", name, tps, avg, p99, p999, fail+0, tool, bcpu "%", scpu, rss, idle, stall, target
 		}' "$log")")
 	tail -n 3 "$log" >&2
 }
@@ -306,6 +313,7 @@ if want syncmaster-w64; then
 	slave_caught_up >&2
 	run_case syncmaster-w64 ">=0.6*sync-w64" "${M[@]}" -t BenchSyncMaster -w 64
 	stop_pid "$slave_pid"
+	slave_pid=""
 fi
 if want replag-10k; then
 	stop_pid "$broker_pid"
@@ -315,6 +323,7 @@ if want replag-10k; then
 	run_case replag-10k "p99<=5ms" replag -t BenchRepLag --rate 10000 -w 64 -d "${DUR}s" \
 		--master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT"
 	stop_pid "$slave_pid"
+	slave_pid=""
 fi
 if want repl-catchup; then
 	stop_pid "$broker_pid"
@@ -326,25 +335,27 @@ if want repl-catchup; then
 	timeout 60 "$BIN/mqbench" producer -n "$NS" -t BenchReplCatchup --queues 8 -w 1 --count 1 -d 30s >/dev/null
 	from=$(slave_caught_up | sed -n 's/.* to \([0-9]*\) in .*/\1/p')
 	stop_pid "$slave_pid"
+	slave_pid=""
 	# About 1190 commitlog bytes per 1 KiB message of this topic.
 	run_case repl-fill "(fill)" producer -s 1024 -d 300s -t BenchReplCatchup -w 8 --batch 64 --count $((REPL_MIB * 1048576 / 1190))
 	start_slave keep
 	run_case repl-catchup ">=300MB/s" hacatchup --master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT" \
 		--from-offset "${from:--1}" -d 300s
 	stop_pid "$slave_pid"
+	slave_pid=""
 fi
 
 {
 	echo "mqbench matrix: $(date -u '+%Y-%m-%d %H:%M:%S') UTC, $(nproc) cores, ${DUR}s per send run, 1 KiB bodies"
-	printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n" case "msgs/s" "avg(ms)" "p99(ms)" "p999(ms)" failed "tool%" broker% "rssMiB" "idle/io%" "stall" target
+	printf "%-14s %10s %9s %9s %9s %7s %6s %7s %6s %7s %9s %6s  %s\n" case "msgs/s" "avg(ms)" "p99(ms)" "p999(ms)" failed "tool%" broker% slave% "rssMiB" "idle/io%" "stall" target
 	printf '%s\n' "${ROWS[@]}"
 	echo "avg = send RT (sync/async/batch), store-to-consume (catchup), publish-to-receive (latency);"
-	echo "tool% = mqbench CPU as % of one core; broker% = broker CPU as % of one core; rssMiB = broker peak RssAnon;"
+	echo "tool% = mqbench CPU as % of one core; broker% (slave%) = the (slave) broker's CPU as % of one core; rssMiB = broker peak RssAnon;"
 	echo "idle/io% = whole machine idle and iowait % over the run (other processes share it);"
 	echo "stall = share of the run some runnable task waited for a CPU (/proc/pressure/cpu)"
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w64" {a = $2} $1 == "syncmaster-w64" {s = $2}
 		END {if (a > 0 && s > 0) printf "syncmaster-w64 / sync-w64 = %.2f (target >= 0.6)\n", s / a}'
-	echo "replag avg/p99/p999 = slave receive - master receive of each message (ms); repl-catchup: MB/s (1e6 bytes) and seconds"
+	echo "replag avg/p99/p999 = slave acked - master stored, per message (ms; see replag-10k.out); repl-catchup: MB/s (1e6 bytes) and seconds"
 	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.txt"
 echo "bench.sh: outputs in $OUT" >&2

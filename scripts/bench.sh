@@ -16,8 +16,8 @@
 # mqbench replag); a stopped slave catching up on REPL_MIB of commitlog
 # (repl-fill fills the master, repl-catchup times the slave from its start
 # until its max offset is the master's). Every run is bounded by `timeout`;
-# the whole matrix takes about 14*DUR + 150 s (about 6 minutes at the
-# default).
+# the whole matrix takes about 14*DUR + 60 s (2 min 45 s at the default on
+# the 2-core VM, of which the replicated cases about 1 min).
 #
 # Environment:
 #   BIN       directory with mqnamesrv, mqbroker, mqbench (default: built

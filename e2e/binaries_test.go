@@ -370,17 +370,25 @@ type binCluster struct {
 // until the nameserver routes the broker's default topic.
 func startBinCluster(t testing.TB, extra map[string]string) *binCluster {
 	t.Helper()
-	nsBin, brokerBin := builtBinaries(t)
+	c := startBinNamesrv(t)
+	c.configureBroker("broker-bin", 0, "", extra)
+	c.startBroker()
+	return c
+}
+
+// startBinNamesrv builds the binaries (once) and starts a nameserver; the
+// returned cluster has no broker yet (configureBroker, addBroker).
+func startBinNamesrv(t testing.TB) *binCluster {
+	t.Helper()
+	nsBin, _ := builtBinaries(t)
 	dir := t.TempDir()
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	log.SetOutput(testWriter{t})
 	c := &binCluster{
-		t:          t,
-		dir:        dir,
-		BrokerName: "broker-bin",
-		StoreDir:   filepath.Join(dir, "store"),
-		raw:        remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second}),
+		t:   t,
+		dir: dir,
+		raw: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second}),
 	}
 	t.Cleanup(func() { _ = c.raw.Close() })
 
@@ -397,13 +405,43 @@ func startBinCluster(t testing.TB, extra map[string]string) *binCluster {
 	c.ns = newBinProc(t, "mqnamesrv", nsBin, filepath.Join(dir, "namesrv.log"), "-c", nsConf)
 	c.ns.start()
 	c.waitServing(c.ns, c.NamesrvAddr)
+	return c
+}
 
-	brokerPort := freePortPair(t)
+// addBroker starts one more broker process registered with c's nameserver
+// and returns a view of the cluster whose broker is that one (its helpers,
+// send, pullAll, maxOffset..., talk to it). label names its directory
+// under the test's temp dir and its log. A slave (brokerId > 0) must be
+// given brokerRole=SLAVE in extra; its master must be running.
+func (c *binCluster) addBroker(label, brokerName string, brokerID int, extra map[string]string) *binCluster {
+	c.t.Helper()
+	v := &binCluster{t: c.t, dir: c.dir, NamesrvAddr: c.NamesrvAddr, ns: c.ns, raw: c.raw}
+	v.configureBroker(brokerName, brokerID, label, extra)
+	v.startBroker()
+	return v
+}
+
+// configureBroker writes the config of c's broker (the defaults below
+// overlaid with extra) on a free port pair and prepares its process; label
+// "" puts its store, config and log at the top of c's directory.
+func (c *binCluster) configureBroker(brokerName string, brokerID int, label string, extra map[string]string) {
+	c.t.Helper()
+	_, brokerBin := builtBinaries(c.t)
+	dir := c.dir
+	procName := "mqbroker"
+	if label != "" {
+		dir = filepath.Join(c.dir, label)
+		require.NoError(c.t, os.MkdirAll(dir, 0o755))
+		procName += " " + label
+	}
+	c.BrokerName = brokerName
+	c.StoreDir = filepath.Join(dir, "store")
+	brokerPort := freePortPair(c.t)
 	c.BrokerAddr = "127.0.0.1:" + strconv.Itoa(brokerPort)
 	c.brokerConf = map[string]string{
 		"brokerClusterName":           "BinCluster",
-		"brokerName":                  c.BrokerName,
-		"brokerId":                    "0",
+		"brokerName":                  brokerName,
+		"brokerId":                    strconv.Itoa(brokerID),
 		"namesrvAddr":                 c.NamesrvAddr,
 		"brokerIP1":                   "127.0.0.1",
 		"bindAddress":                 "127.0.0.1",
@@ -423,10 +461,8 @@ func startBinCluster(t testing.TB, extra map[string]string) *binCluster {
 		c.brokerConf[k] = v
 	}
 	brokerConf := filepath.Join(dir, "broker.conf")
-	writeProps(t, brokerConf, c.brokerConf)
-	c.broker = newBinProc(t, "mqbroker", brokerBin, filepath.Join(dir, "broker.log"), "-c", brokerConf)
-	c.startBroker()
-	return c
+	writeProps(c.t, brokerConf, c.brokerConf)
+	c.broker = newBinProc(c.t, procName, brokerBin, filepath.Join(dir, "broker.log"), "-c", brokerConf)
 }
 
 // startBroker starts the broker process and waits until it serves and the
@@ -498,9 +534,12 @@ func (c *binCluster) waitServing(p *binProc, addr string) {
 	require.FailNow(c.t, "child not serving", "%s did not serve on %s within %v:\n%s", p.name, addr, binStartWait, tailLines(p.lastRunLog(), 40))
 }
 
-// waitRoute waits until the nameserver routes topic to the broker.
+// waitRoute waits until the nameserver routes topic to the broker (under
+// its brokerId: a slave is listed beside its master).
 func (c *binCluster) waitRoute(topic string) {
 	c.t.Helper()
+	id, err := strconv.ParseInt(c.brokerConf["brokerId"], 10, 64)
+	require.NoError(c.t, err)
 	require.Eventually(c.t, func() bool {
 		resp, err := c.invoke(c.NamesrvAddr, remoting.GetRouteInfoByTopic, &protocol.GetRouteInfoRequestHeader{Topic: topic}, nil)
 		if err != nil || resp.Code != int32(remoting.Success) {
@@ -511,7 +550,7 @@ func (c *binCluster) waitRoute(topic string) {
 			return false
 		}
 		for _, bd := range rd.BrokerDatas {
-			if bd.BrokerName == c.BrokerName && bd.MasterAddr() == c.BrokerAddr {
+			if bd.BrokerName == c.BrokerName && bd.BrokerAddrs[id] == c.BrokerAddr {
 				return true
 			}
 		}
@@ -565,6 +604,20 @@ var errNotOK = errors.New("e2e: send not acknowledged SEND_OK")
 // error for a transport failure or any response but SUCCESS (FLUSH_DISK_TIMEOUT
 // included: only SEND_OK counts as acknowledged).
 func (c *binCluster) send(topic string, queueID int32, uniq string, body []byte, props map[string]string) (sendResult, error) {
+	r, code, remark, err := c.sendCode(topic, queueID, uniq, body, props)
+	if err == nil && code != remoting.Success {
+		return sendResult{}, fmt.Errorf("%w: code %d %s", errNotOK, code, remark)
+	}
+	return r, err
+}
+
+// sendCode is send that returns the response code instead of failing on
+// one that is not SUCCESS; the result is filled for every code that stored
+// the message (SUCCESS, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+// SLAVE_NOT_AVAILABLE). err is a transport failure or a bad answer.
+func (c *binCluster) sendCode(topic string, queueID int32, uniq string, body []byte, props map[string]string) (
+	_ sendResult, _ remoting.ResponseCode, remark string, _ error,
+) {
 	p := map[string]string{message.PropUniqKey: uniq, message.PropWaitStoreMsgOK: "true"}
 	for k, v := range props {
 		p[k] = v
@@ -574,20 +627,23 @@ func (c *binCluster) send(topic string, queueID int32, uniq string, body []byte,
 		QueueID: queueID, BornTimestamp: time.Now().UnixMilli(), Properties: string(message.MarshalProperties(p)),
 	}, body)
 	if err != nil {
-		return sendResult{}, err
+		return sendResult{}, 0, "", err
 	}
-	if resp.Code != int32(remoting.Success) {
-		return sendResult{}, fmt.Errorf("%w: code %d %s", errNotOK, resp.Code, resp.Remark)
+	code := remoting.ResponseCode(resp.Code)
+	switch code {
+	case remoting.Success, remoting.FlushDiskTimeout, remoting.FlushSlaveTimeout, remoting.SlaveNotAvailable:
+	default:
+		return sendResult{}, code, resp.Remark, nil
 	}
 	var h protocol.SendMessageResponseHeader
 	if err := protocol.DecodeHeader(resp.ExtFields, &h); err != nil {
-		return sendResult{}, err
+		return sendResult{}, code, resp.Remark, err
 	}
 	_, phy, err := message.ParseOffsetMsgID(h.MsgID)
 	if err != nil {
-		return sendResult{}, fmt.Errorf("e2e: acknowledgement's msgId: %w", err)
+		return sendResult{}, code, resp.Remark, fmt.Errorf("e2e: acknowledgement's msgId: %w", err)
 	}
-	return sendResult{QueueID: h.QueueID, QueueOffset: h.QueueOffset, CommitLogOffset: phy}, nil
+	return sendResult{QueueID: h.QueueID, QueueOffset: h.QueueOffset, CommitLogOffset: phy}, code, resp.Remark, nil
 }
 
 // maxOffset is GET_MAX_OFFSET of one queue.

@@ -64,6 +64,7 @@ type Got struct {
 	Key      string    `json:"key,omitempty"` // sharding key
 	UniqKey  string    `json:"uniqKey,omitempty"`
 	QueueID  int       `json:"queueId"`
+	Broker   string    `json:"broker,omitempty"` // the queue's brokerName
 	Offset   int64     `json:"offset"`
 	Received time.Time `json:"received"`
 }

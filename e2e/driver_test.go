@@ -46,13 +46,20 @@ type Driver struct {
 // shut down first) when the test ends.
 func (c *Cluster) StartDriver(t testing.TB) *Driver {
 	t.Helper()
+	return startDriver(t, c.NamesrvAddr)
+}
+
+// startDriver starts a client driver whose clients use the nameserver at
+// namesrvAddr (an in-process Cluster's or a binCluster's).
+func startDriver(t testing.TB, namesrvAddr string) *Driver {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	raceDir := t.TempDir()
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(),
 		envDriver+"=1",
-		envNamesrv+"="+c.NamesrvAddr,
+		envNamesrv+"="+namesrvAddr,
 		// In a -race build the official client's own races go to a file and
 		// do not change the exit code; the child hosts no code of ours
 		// besides this driver.
@@ -289,6 +296,20 @@ func (d *Driver) StartPush(t testing.TB, spec PushSpec, in *Inbox) *RemotePush {
 	d.must(t, "push.start", spec, &h)
 	require.Equal(t, spec.Handle, h)
 	return &RemotePush{d: d, h: h}
+}
+
+// Suspend pauses the consumer (rocketmq.PushConsumer.Suspend): it issues
+// no new pull, though a pull already parked at a broker may still bring
+// messages that are then consumed.
+func (c *RemotePush) Suspend(t testing.TB) {
+	t.Helper()
+	c.d.must(t, "push.suspend", handleArgs{Handle: c.h}, nil)
+}
+
+// Resume undoes Suspend (and rebalances, as the client does).
+func (c *RemotePush) Resume(t testing.TB) {
+	t.Helper()
+	c.d.must(t, "push.resume", handleArgs{Handle: c.h}, nil)
 }
 
 // Stop shuts the consumer down (its offsets are committed); safe twice.

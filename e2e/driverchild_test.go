@@ -307,6 +307,21 @@ func (d *driver) handle(req driverRequest) (any, error) {
 			return nil, err
 		}
 		return nil, pc.Shutdown()
+	case "push.suspend", "push.resume":
+		a, err := decodeArgs[handleArgs](req.Args)
+		if err != nil {
+			return nil, err
+		}
+		pc, err := lookup(d, d.pushes, a.Handle)
+		if err != nil {
+			return nil, err
+		}
+		if req.Op == "push.suspend" {
+			pc.Suspend()
+		} else {
+			pc.Resume()
+		}
+		return nil, nil
 	case "pull.start":
 		spec, err := decodeArgs[PullSpec](req.Args)
 		if err != nil {
@@ -536,7 +551,7 @@ func gotOf(now time.Time, msgs []*primitive.MessageExt) []Got {
 			UniqKey: m.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex), Received: now,
 		}
 		if m.Queue != nil {
-			g.QueueID = m.Queue.QueueId
+			g.QueueID, g.Broker = m.Queue.QueueId, m.Queue.BrokerName
 		}
 		out = append(out, g)
 	}

@@ -8,14 +8,23 @@
 # 1 KiB sync sends with 1, 4, 16 and 64 senders; async sends; batched sends;
 # consume catch-up of CATCHUP stored messages; publish-to-receive latency at
 # 5,000 msgs/s. The broker is then restarted on a fresh SYNC_FLUSH store for
-# 64 sync senders (group commit). Every run is bounded by `timeout`; the
-# whole matrix takes about 12*DUR + 90 s (under 5 minutes at the default).
+# 64 sync senders (group commit). Then replication, each on fresh stores with
+# a slave (ASYNC_FLUSH both): 64 sync senders against a SYNC_MASTER
+# (syncmaster-w64, beside sync-w64's ASYNC_MASTER rate of the same run);
+# replication lag at 10,000 msgs/s to an ASYNC_MASTER (replag-10k: slave
+# receive minus master receive by identical long-polling pullers, see
+# mqbench replag); a stopped slave catching up on REPL_MIB of commitlog
+# (repl-fill fills the master, repl-catchup times the slave from its start
+# until its max offset is the master's). Every run is bounded by `timeout`;
+# the whole matrix takes about 14*DUR + 60 s (2 min 45 s at the default on
+# the 2-core VM, of which the replicated cases about 1 min).
 #
 # Environment:
 #   BIN       directory with mqnamesrv, mqbroker, mqbench (default: built
 #             into a temporary directory from this checkout)
 #   DUR       seconds per send run (default 10)
 #   CATCHUP   messages for the catch-up run (default 1000000)
+#   REPL_MIB  MiB of commitlog the slave catches up on (default 1024)
 #   CASES     space-separated subset of case names to run (default: all)
 #   MAX_SECONDS  the whole matrix's time budget (default 570): each run's
 #             timeout is cut to what is left, and runs that no longer fit
@@ -24,19 +33,22 @@
 #             run into OUT_DIR/profiles/<case>.pprof (the tool's own:
 #             <case>.mqbench.pprof)
 #   BROKER_CONF   extra broker.conf lines (key=value, newline-separated)
-#   NAMESRV_PORT, BROKER_PORT, PPROF_PORT   loopback ports (19876, 20911, 16060)
+#   NAMESRV_PORT, BROKER_PORT, SLAVE_PORT, PPROF_PORT   loopback ports
+#             (19876, 20911, 20921, 16060); a broker's HA port is its port + 1
 # Logs, per-run outputs and table.txt go to OUT_DIR (default: a temp dir,
 # printed at the end). Scratch stores are deleted on exit.
 set -euo pipefail
 
 DUR=${DUR:-10}
 CATCHUP=${CATCHUP:-1000000}
+REPL_MIB=${REPL_MIB:-1024}
 NS_PORT=${NAMESRV_PORT:-19876}
 BROKER_PORT=${BROKER_PORT:-20911}
+SLAVE_PORT=${SLAVE_PORT:-20921}
 PPROF_PORT=${PPROF_PORT:-16060}
 PPROF=${PPROF:-0}
 BUDGET_END=$((SECONDS + ${MAX_SECONDS:-570}))
-CASES=${CASES:-"sync-w1 sync-w4 sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64"}
+CASES=${CASES:-"sync-w1 sync-w4 sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
 OUT=${1:-$(mktemp -d /tmp/mqbench.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -55,6 +67,7 @@ NS=127.0.0.1:$NS_PORT
 TICK=$(getconf CLK_TCK)
 ns_pid=""
 broker_pid=""
+slave_pid=""
 sampler_pid=""
 
 stop_pid() { # PID: SIGTERM, then wait up to 30 s, then SIGKILL
@@ -70,6 +83,7 @@ stop_pid() { # PID: SIGTERM, then wait up to 30 s, then SIGKILL
 }
 cleanup() {
 	stop_pid "$sampler_pid"
+	stop_pid "$slave_pid"
 	stop_pid "$broker_pid"
 	stop_pid "$ns_pid"
 	rm -rf "$SCRATCH"
@@ -98,13 +112,14 @@ CONF
 	wait_port "$NS_PORT" "$ns_pid" mqnamesrv
 }
 
-start_broker() { # FLUSH_DISK_TYPE: a fresh store each time
-	local flush=$1 store="$SCRATCH/store-$1" extra=()
+start_broker() { # FLUSH_DISK_TYPE [ROLE]: a fresh store each time
+	local flush=$1 role=${2:-ASYNC_MASTER} store="$SCRATCH/store-$1" extra=()
 	rm -rf "$store"
 	cat >"$SCRATCH/broker.conf" <<CONF
 brokerClusterName=BenchCluster
 brokerName=bench-a
 brokerId=0
+brokerRole=$role
 namesrvAddr=$NS
 brokerIP1=127.0.0.1
 bindAddress=127.0.0.1
@@ -119,6 +134,33 @@ CONF
 	"$BIN/mqbroker" -c "$SCRATCH/broker.conf" -log-level warn "${extra[@]}" >>"$OUT/mqbroker.log" 2>&1 &
 	broker_pid=$!
 	wait_port "$BROKER_PORT" "$broker_pid" mqbroker
+}
+
+start_slave() { # [keep]: the master's slave (ASYNC_FLUSH); a fresh store unless "keep"
+	local store="$SCRATCH/store-slave"
+	[[ "${1:-}" == keep ]] || rm -rf "$store"
+	cat >"$SCRATCH/slave.conf" <<CONF
+brokerClusterName=BenchCluster
+brokerName=bench-a
+brokerId=1
+brokerRole=SLAVE
+namesrvAddr=$NS
+brokerIP1=127.0.0.1
+bindAddress=127.0.0.1
+listenPort=$SLAVE_PORT
+storePathRootDir=$store
+flushDiskType=ASYNC_FLUSH
+${BROKER_CONF:-}
+CONF
+	"$BIN/mqbroker" -c "$SCRATCH/slave.conf" -log-level warn >>"$OUT/mqbroker-slave.log" 2>&1 &
+	slave_pid=$!
+}
+
+# slave_caught_up: wait (60 s at most) until the slave is connected and at
+# the master's max offset; prints the mqbench hacatchup line.
+slave_caught_up() {
+	"$BIN/mqbench" hacatchup --master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT" -d 60s |
+		grep '^\[Complete\]' || { echo "bench.sh: the slave did not catch up (see $OUT/mqbroker-slave.log)" >&2; return 1; }
 }
 
 machine_ticks() { # -> "total idle iowait" of all CPUs, from /proc/stat
@@ -170,18 +212,22 @@ run_case() {
 		toolprof=(--cpuprofile "$OUT/profiles/$name.mqbench.pprof")
 	fi
 	t0=$(cpu_ticks "$broker_pid")
+	u0=0
+	[[ -n "$slave_pid" ]] && u0=$(cpu_ticks "$slave_pid")
 	m0=$(machine_ticks)
 	s0=$(cpu_stall_us)
 	w0=$(date +%s.%N)
 	timeout --signal=INT --kill-after=5 "$limit" "$BIN/mqbench" "$@" -n "$NS" "${toolprof[@]}" >"$log" 2>"$OUT/$name.err" || true
 	w1=$(date +%s.%N)
 	t1=$(cpu_ticks "$broker_pid")
+	u1=0
+	[[ -n "$slave_pid" ]] && u1=$(cpu_ticks "$slave_pid")
 	m1=$(machine_ticks)
 	s1=$(cpu_stall_us)
 	[[ -n "$prof_pid" ]] && wait "$prof_pid" 2>/dev/null || true
 	stop_pid "$sampler_pid"
 	sampler_pid=""
-	local bcpu rss idle
+	local bcpu scpu=- rss idle
 	# Machine-wide idle and iowait over the run: with no idle CPU the cores
 	# were the limit (other processes included), with high iowait the disk.
 	idle=$(echo "$m0 $m1" | awk '{d = $4 - $1; if (d <= 0) d = 1; printf "%.0f/%.0f", ($5-$2)/d*100, ($6-$3)/d*100}')
@@ -189,8 +235,11 @@ run_case() {
 	# waited for a core (Linux PSI); high values mean queueing on the CPUs.
 	stall=$(awk -v a="${s0:-0}" -v b="${s1:-0}" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f%%", (b-a)/1e6/(w1-w0)*100}')
 	bcpu=$(awk -v a="$t0" -v b="$t1" -v t="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f", (b-a)/t/(w1-w0)*100}')
+	# The slave's CPU over the run, when one runs (its process may have
+	# started during the run: ticks from its start).
+	[[ -n "$slave_pid" ]] && scpu=$(awk -v a="$u0" -v b="$u1" -v t="$TICK" -v w0="$w0" -v w1="$w1" 'BEGIN{printf "%.0f%%", (b-a)/t/(w1-w0)*100}')
 	rss=$(awk '{printf "%.0f", $1/1024}' "$SCRATCH/rss")
-	ROWS+=("$(awk -v name="$name" -v target="$target" -v bcpu="$bcpu" -v rss="$rss" -v idle="$idle" -v stall="$stall" '
+	ROWS+=("$(awk -v name="$name" -v target="$target" -v bcpu="$bcpu" -v scpu="$scpu" -v rss="$rss" -v idle="$idle" -v stall="$stall" '
 		/^\[Complete\] Send Total:/ {
 			for (i = 1; i <= NF; i++) {
 				if ($i == "TPS:") tps = $(i+1)
@@ -212,11 +261,25 @@ run_case() {
 			}
 			tps = "-"
 		}
+		/^\[Complete\] Send Total:.*Replicated:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "Missing:") fail = $(i+1)
+				if ($i == "Average" && $(i+1) == "Lag(ms):") avg = $(i+2)
+			}
+			tps = "-"
+		}
+		/^\[Complete\] Catch-up:/ {
+			for (i = 1; i <= NF; i++) {
+				if ($i == "MB/s") tps = $(i-1) "MB/s"
+				if ($i == "in") avg = $(i+1) "s"
+			}
+			p99 = "-"; p999 = "-"
+		}
 		/^p50\/p99\/p999/ { p99 = $(NF-1); p999 = $NF }
 		/^\[CPU\]/ { for (i = 1; i <= NF; i++) if ($i == "core,") tool = $(i-3) }
 		END {
 			if (tps == "") tps = "FAILED"
-			printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n", name, tps, avg, p99, p999, fail+0, tool, bcpu "%", rss, idle, stall, target
+			printf "%-14s %10s %9s %9s %9s %7s %6s %7s %6s %7s %9s %6s  %s\n", name, tps, avg, p99, p999, fail+0, tool, bcpu "%", scpu, rss, idle, stall, target
 		}' "$log")")
 	tail -n 3 "$log" >&2
 }
@@ -242,14 +305,57 @@ if want syncflush-w64; then
 	start_broker SYNC_FLUSH
 	run_case syncflush-w64 ">=15000" "${M[@]}" -t BenchSyncFlush -w 64
 fi
+# Replication: a master (port BROKER_PORT, HA port +1) and its slave on fresh stores.
+if want syncmaster-w64; then
+	stop_pid "$broker_pid"
+	start_broker ASYNC_FLUSH SYNC_MASTER
+	start_slave
+	slave_caught_up >&2
+	run_case syncmaster-w64 ">=0.6*sync-w64" "${M[@]}" -t BenchSyncMaster -w 64
+	stop_pid "$slave_pid"
+	slave_pid=""
+fi
+if want replag-10k; then
+	stop_pid "$broker_pid"
+	start_broker ASYNC_FLUSH
+	start_slave
+	slave_caught_up >&2
+	run_case replag-10k "p99<=5ms" replag -t BenchRepLag --rate 10000 -w 64 -d "${DUR}s" \
+		--master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT"
+	stop_pid "$slave_pid"
+	slave_pid=""
+fi
+if want repl-catchup; then
+	stop_pid "$broker_pid"
+	start_broker ASYNC_FLUSH
+	start_slave
+	# One record first, copied while the slave runs: stopped and started
+	# again, the slave resumes from its own offset and copies everything
+	# after it (an empty slave would start at the master's newest file).
+	timeout 60 "$BIN/mqbench" producer -n "$NS" -t BenchReplCatchup --queues 8 -w 1 --count 1 -d 30s >/dev/null
+	from=$(slave_caught_up | sed -n 's/.* to \([0-9]*\) in .*/\1/p')
+	stop_pid "$slave_pid"
+	slave_pid=""
+	# About 1190 commitlog bytes per 1 KiB message of this topic.
+	run_case repl-fill "(fill)" producer -s 1024 -d 300s -t BenchReplCatchup -w 8 --batch 64 --count $((REPL_MIB * 1048576 / 1190))
+	start_slave keep
+	run_case repl-catchup ">=300MB/s" hacatchup --master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT" \
+		--from-offset "${from:--1}" -d 300s
+	stop_pid "$slave_pid"
+	slave_pid=""
+fi
 
 {
 	echo "mqbench matrix: $(date -u '+%Y-%m-%d %H:%M:%S') UTC, $(nproc) cores, ${DUR}s per send run, 1 KiB bodies"
-	printf "%-14s %10s %9s %9s %9s %7s %6s %7s %7s %9s %6s  %s\n" case "msgs/s" "avg(ms)" "p99(ms)" "p999(ms)" failed "tool%" broker% "rssMiB" "idle/io%" "stall" target
+	printf "%-14s %10s %9s %9s %9s %7s %6s %7s %6s %7s %9s %6s  %s\n" case "msgs/s" "avg(ms)" "p99(ms)" "p999(ms)" failed "tool%" broker% slave% "rssMiB" "idle/io%" "stall" target
 	printf '%s\n' "${ROWS[@]}"
 	echo "avg = send RT (sync/async/batch), store-to-consume (catchup), publish-to-receive (latency);"
-	echo "tool% = mqbench CPU as % of one core; broker% = broker CPU as % of one core; rssMiB = broker peak RssAnon;"
+	echo "tool% = mqbench CPU as % of one core; broker% (slave%) = the (slave) broker's CPU as % of one core; rssMiB = broker peak RssAnon;"
 	echo "idle/io% = whole machine idle and iowait % over the run (other processes share it);"
 	echo "stall = share of the run some runnable task waited for a CPU (/proc/pressure/cpu)"
+	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w64" {a = $2} $1 == "syncmaster-w64" {s = $2}
+		END {if (a > 0 && s > 0) printf "syncmaster-w64 / sync-w64 = %.2f (target >= 0.6)\n", s / a}'
+	echo "replag avg/p99/p999 = slave acked - master stored, per message (ms; see replag-10k.out); repl-catchup: MB/s (1e6 bytes) and seconds"
+	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.txt"
 echo "bench.sh: outputs in $OUT" >&2

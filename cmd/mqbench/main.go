@@ -5,6 +5,8 @@
 //	                 [--mode sync|async|oneway] [--batch N] [--delay-level L] [--keys] [--queues Q]
 //	mqbench consumer [-n ...] [-t ...] [-g group] [--from first|last] [-d 60s] [--count N]
 //	mqbench latency  [-n ...] [-t ...] [--rate 5000] [-w 8] [-s 1024] [-d 30s]
+//	mqbench hacatchup --master ip:port --slave ip:port [--from-offset N] [-d 300s]
+//	mqbench replag   [-n ...] [-t ...] --master ip:port --slave ip:port [--rate 10000] [-d 30s]
 //
 // Every second it prints a line in RocketMQ's shape (redrawn in place on a
 // terminal, one line per second when piped), then at the end:
@@ -51,6 +53,8 @@ const usage = `usage: mqbench <producer|consumer|latency> [flags]
   producer   send messages and report Send TPS and response times
   consumer   consume a topic and report Consume TPS and born/store-to-consume latency
   latency    send at a fixed rate and report publish-to-receive percentiles
+  hacatchup  time a slave catching up with its master (run it as the slave starts)
+  replag     send at a fixed rate and report how much later a slave serves each message
 Run "mqbench <command> -h" for the command's flags.
 `
 
@@ -68,6 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runConsumer(ctx, args[1:], stdout, stderr)
 	case "latency":
 		err = runLatency(ctx, args[1:], stdout, stderr)
+	case "hacatchup":
+		err = runHACatchup(ctx, args[1:], stdout, stderr)
+	case "replag":
+		err = runReplag(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -149,9 +149,16 @@ func (ts *transferService) wait(next int64, now time.Time, done func(Result)) {
 		done(Result{Status: store.FlushSlaveTimeout, Err: ErrShutdown})
 		return
 	}
+	// Count the waiter before looking at the ack. A reader raises the ack
+	// and then reads pending without mu: counted first, either this look
+	// sees its ack, or it sees pending > 0 and takes the heap after us.
+	// (Counted after the look, an ack landing in between found no one
+	// waiting, and the send waited out slaveTimeout with its data acked.)
+	ts.pending.Add(1)
 	// An ack that came after the caller looked, and whose reader took the
 	// heap before this waiter was in it, covers it already: answer now.
 	if ts.acked.Load() >= next {
+		ts.pending.Add(-1)
 		ts.mu.Unlock()
 		done(Result{Status: store.PutOK})
 		return
@@ -159,7 +166,6 @@ func (ts *transferService) wait(next int64, now time.Time, done func(Result)) {
 	heap.Push(&ts.byOffset, w)
 	ts.byDeadline = append(ts.byDeadline, w)
 	first := len(ts.byDeadline) == 1
-	ts.pending.Add(1)
 	ts.mu.Unlock()
 	if first {
 		select {

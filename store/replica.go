@@ -190,6 +190,7 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 			filePos += i - consumed
 			mf.SetWrotePosition(filePos)
 			cl.lastStoreTimestamp.Store(lastTs)
+			cl.advanceQueueOffsets(data[consumed:i])
 			consumed, appended = i, true
 		}
 		if scanErr != nil {
@@ -229,6 +230,28 @@ func (cl *CommitLog) writeReplica(mf *MappedFile, b []byte, pos int) error {
 		return fmt.Errorf("store: write commitlog %s at %d: %w", mf.Path(), pos, noSpace(err))
 	}
 	return nil
+}
+
+// advanceQueueOffsets moves the next consume-queue offset of every queue
+// that has records in recs (whole, validated records) past them, as a put
+// does, so a slave promoted to master (SetSlave(false)) goes on at the
+// right offsets without a restart. The topic string is made only when it
+// changes from one record to the next. Caller holds putMu.
+func (cl *CommitLog) advanceQueueOffsets(recs []byte) {
+	var topic string
+	for len(recs) > 0 {
+		r, err := message.ParseRecord(recs)
+		if err != nil {
+			return // validated before: cannot happen
+		}
+		if tt := message.TransactionType(r.SysFlag()); tt == message.TransactionNotType || tt == message.TransactionCommitType {
+			if t := r.Topic(); string(t) != topic {
+				topic = string(t)
+			}
+			cl.topicQueue[topicQueueKey{topic, r.QueueID()}] = r.QueueOffset() + 1
+		}
+		recs = recs[r.Size():]
+	}
 }
 
 // holdsNothing reports whether the commitlog has no written byte: no file,

@@ -112,6 +112,14 @@ func TestAppendReplicaCopiesAcrossFilesAndDispatches(t *testing.T) {
 	r := slave.QueryMessage("TopicR", "kc", 100, 0, time.Now().Add(time.Hour).UnixMilli())
 	assert.NotEmpty(t, r.Messages, "the slave's index is built")
 	r.Release()
+
+	// Promoted without a restart, the slave goes on at each queue's next
+	// offset: replication kept its table of next offsets.
+	for q := range int32(3) {
+		assert.Equal(t, master.CommitLog().QueueOffset("TopicR", q), slave.CommitLog().QueueOffset("TopicR", q), "queue %d", q)
+		m := mustPut(t, slave, newTestMessage("TopicR", q, body(1, 10), "", ""))
+		assert.Equal(t, master.MaxOffsetInQueue("TopicR", q), m.QueueOffset, "queue %d", q)
+	}
 }
 
 // A new slave starts at the master's newest file: its commitlog begins

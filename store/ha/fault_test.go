@@ -91,7 +91,7 @@ func TestFaultFramesThatLie(t *testing.T) {
 	t.Run("frame across a file", func(t *testing.T) {
 		e := newFaultEnv(t)
 		c := e.session(t, 0)
-		c.sendFrame(0, append(e.data(t, 0, int(e.fs)), make([]byte, 100)...))
+		c.sendFrameRefused(0, append(e.data(t, 0, int(e.fs)), make([]byte, 100)...))
 		e.refused(t, c, "crosses a commitlog file")
 		assert.Equal(t, int64(0), e.dst.CommitLog().MaxOffset())
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +72,19 @@ func (r *rawConn) sendFrame(off int64, body []byte) {
 	b := binary.BigEndian.AppendUint64(nil, uint64(off))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
 	r.write(append(b, body...))
+}
+
+// sendFrameRefused sends a master frame that the peer may refuse from its
+// header alone: it may close the connection before the body is written, so
+// a write failing with a reset or a broken pipe is what is expected then.
+func (r *rawConn) sendFrameRefused(off int64, body []byte) {
+	r.t.Helper()
+	b := binary.BigEndian.AppendUint64(nil, uint64(off))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+	require.NoError(r.t, r.c.SetWriteDeadline(time.Now().Add(waitFor)))
+	if _, err := r.c.Write(append(b, body...)); err != nil && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		require.NoError(r.t, err)
+	}
 }
 
 // readReport reads one slave report.

@@ -154,7 +154,11 @@ func encodeBatchRecords(dst []byte, batch *MessageExtBatch, maxRecord int, withC
 			dst = append(dst, PropertySeparator)
 		}
 		dst = append(dst, bp...)
-		dst = endProperties(dst, propsStart, withCRC)
+		if withCRC {
+			dst = appendCRCEntry(dst, propsStart)
+		} else {
+			dst = dropCRCTail(dst, propsStart)
+		}
 		if dst, err = finishRecord(dst, recStart, propsStart); err != nil {
 			return err
 		}

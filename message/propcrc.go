@@ -101,25 +101,27 @@ func (r *Record) VerifyPropCRC() error {
 	return nil
 }
 
-// endProperties ends the properties that start at dst[propsStart:] as the
-// store writes them. withCRC (enabledAppendPropCRC) drops every __CRC32#
-// entry they carry, as RocketMQ 5 deletes the property before it encodes
-// (a message re-put from the store or forwarded from another broker carries
-// a stale one), and appends the reserved entry after a 0x02 if needed.
-//
-// Without it a stale entry is kept, except one that ends the properties in
-// the reserved shape: recovery would take that for the store's own CRC once
-// the option is on. Such a tail is dropped, so a record this package writes
-// ends with a __CRC32# entry only when the entry is its own. Brokers do not
-// send properties ending so (they append CLUSTER), so with the option off
-// this costs two comparisons of bytes at hand.
-func endProperties(dst []byte, propsStart int, withCRC bool) []byte {
-	if !withCRC {
-		for HasPropCRC(dst[propsStart:]) {
-			dst = dst[:len(dst)-CRC32ReservedLength]
-		}
-		return dst
+// dropCRCTail ends the properties that start at dst[propsStart:] as the
+// store writes them without enabledAppendPropCRC (appendCRCEntry does it
+// with the option): as they are, except a __CRC32# entry of the reserved
+// shape that ends them. Recovery would take that for the store's own CRC
+// once the option is on, so a record this package writes ends with one
+// only when the entry is its own. Brokers do not send properties ending so
+// (they append CLUSTER): for them this is two comparisons of bytes at hand,
+// inlined. A stale entry elsewhere stays, as RocketMQ keeps it without the
+// option.
+func dropCRCTail(dst []byte, propsStart int) []byte {
+	for HasPropCRC(dst[propsStart:]) {
+		dst = dst[:len(dst)-CRC32ReservedLength]
 	}
+	return dst
+}
+
+// appendCRCEntry drops every __CRC32# entry of the properties, as RocketMQ
+// 5 deletes the property before it encodes (a message re-put from the store
+// or forwarded from another broker carries a stale one), and appends the
+// reserved entry, after a 0x02 when the properties do not end with one.
+func appendCRCEntry(dst []byte, propsStart int) []byte {
 	if bytes.Contains(dst[propsStart:], []byte(PropCRC32)) {
 		dst = dropCRCEntries(dst, propsStart)
 	}

@@ -208,7 +208,7 @@ func finishRecord(dst []byte, start, propsStart int) ([]byte, error) {
 // CommitLogOffset and StoreTimestamp are written as they are, so a commitlog
 // can encode outside its lock and patch them later at PosQueueOffset,
 // PosPhysicalOffset and StoreTimestampPos. The properties are stored as
-// they are, except a __CRC32# entry ending them (see endProperties). On
+// they are, except a __CRC32# entry ending them (see dropCRCTail). On
 // error dst is returned unchanged.
 func EncodeRecord(dst []byte, m *MessageExt) ([]byte, error) { return encodeRecord(dst, m, false) }
 
@@ -233,7 +233,11 @@ func encodeRecord(dst []byte, m *MessageExt, withCRC bool) ([]byte, error) {
 	} else {
 		dst = AppendProperties(dst, m.Properties)
 	}
-	dst = endProperties(dst, propsStart, withCRC)
+	if withCRC {
+		dst = appendCRCEntry(dst, propsStart)
+	} else {
+		dst = dropCRCTail(dst, propsStart)
+	}
 	return finishRecord(dst, start, propsStart)
 }
 

@@ -362,8 +362,9 @@ var errNoPropCRC = errors.New("no __CRC32# property between records that carry o
 // partly lost or garbled: this catches properties that are garbled rather
 // than zeroed (checkTorn) and torn header fields. RocketMQ 5 checks it
 // under checkCRCOnRecover with forceVerifyPropCRC; the option here is the
-// one that writes it, since records this store writes carry the entry only
-// when it is their own (message.EncodeRecord drops one a client sent).
+// one that writes it: records this store writes end with the entry only
+// when it is their own (without the option, message.EncodeRecord drops
+// one that a client's properties end with).
 //
 // Damage there can also take the entry itself, so in the unflushed tail a
 // record without one is damage when the record before it (crcRun) has one

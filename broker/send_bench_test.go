@@ -14,8 +14,15 @@ import (
 // message without the network: header parse, checks, properties, append;
 // with the header as a JSON request brings it (ExtFields, long keys) and as
 // our SDK's binary V2 header does (RawExt).
-func BenchmarkSendProcessor(b *testing.B) {
+func BenchmarkSendProcessor(b *testing.B) { benchSendProcessor(b, false) }
+
+// BenchmarkSendProcessorPropCRC is BenchmarkSendProcessor with
+// enabledAppendPropCRC.
+func BenchmarkSendProcessorPropCRC(b *testing.B) { benchSendProcessor(b, true) }
+
+func benchSendProcessor(b *testing.B, propCRC bool) {
 	cfg := testBrokerConfig(b)
+	cfg.EnabledAppendPropCRC = propCRC
 	cfg.MappedFileSizeCommitLog = 64 << 20
 	br, err := New(cfg, baLogger())
 	require.NoError(b, err)

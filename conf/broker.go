@@ -192,6 +192,12 @@ type BrokerConfig struct {
 	MaxIndexNum    int `mapstructure:"maxIndexNum"`
 	// CheckCRCOnRecover checks body CRCs when recovering the commitlog.
 	CheckCRCOnRecover bool `mapstructure:"checkCRCOnRecover"`
+	// EnabledAppendPropCRC (RocketMQ 5) ends every stored record with a
+	// __CRC32# property, a CRC of the whole record, which recovery checks:
+	// without it no checksum covers a record's header fields, topic or
+	// properties. It costs a CRC of each record under the commitlog's
+	// writer lock. Change it only across a clean shutdown.
+	EnabledAppendPropCRC bool `mapstructure:"enabledAppendPropCRC"`
 	// MaxTransferBytesOnMessageInMemory and MaxTransferCountOnMessageInMemory bound one pull.
 	MaxTransferBytesOnMessageInMemory int `mapstructure:"maxTransferBytesOnMessageInMemory"`
 	MaxTransferCountOnMessageInMemory int `mapstructure:"maxTransferCountOnMessageInMemory"`
@@ -349,6 +355,7 @@ func DefaultBrokerConfig() BrokerConfig {
 		MaxHashSlotNum:                    5000000,
 		MaxIndexNum:                       20000000,
 		CheckCRCOnRecover:                 true,
+		EnabledAppendPropCRC:              false,
 		MaxTransferBytesOnMessageInMemory: 256 * 1024,
 		MaxTransferCountOnMessageInMemory: 32,
 		MaxTransferBytesOnMessageInDisk:   64 * 1024,
@@ -652,6 +659,7 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 	sc.MaxIndexNum = c.MaxIndexNum
 	sc.MessageIndexEnable = c.MessageIndexEnable
 	sc.CheckCRCOnRecover = c.CheckCRCOnRecover
+	sc.EnabledAppendPropCRC = c.EnabledAppendPropCRC
 	sc.DeleteWhen = c.DeleteWhen
 	sc.FileReservedTime = time.Duration(c.FileReservedTime) * time.Hour
 	sc.DiskMaxUsedSpaceRatio = c.DiskMaxUsedSpaceRatio

@@ -74,6 +74,7 @@ fileReservedTime = 12
 autoCreateTopicEnable = false
 defaultTopicQueueNums = 8
 maxMessageSize = 1024
+enabledAppendPropCRC = true
 storePathConsumeQueue = /tmp/old
 `)
 	cfg, err := LoadBrokerConfig(p, log)
@@ -97,6 +98,9 @@ storePathConsumeQueue = /tmp/old
 	assert.Equal(t, 1024, sc.MaxMessageSize)
 	assert.Equal(t, 5*time.Second, sc.SyncFlushTimeout)
 	assert.Equal(t, "10.0.0.5:20911", sc.StoreHost)
+	assert.True(t, sc.EnabledAppendPropCRC, "enabledAppendPropCRC reaches the store")
+	def := DefaultBrokerConfig()
+	assert.False(t, def.StoreConfig().EnabledAppendPropCRC, "off by default, as in RocketMQ 5")
 
 	// The new spelling wins over the old one.
 	p = writeFile(t, "both.conf", "mapedFileSizeCommitLog=2097152\nmappedFileSizeCommitLog=4194304\n")

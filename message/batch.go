@@ -112,11 +112,26 @@ func AppendBatch(dst []byte, msgs []*Message) ([]byte, error) {
 // does: each record gets the batch's topic, queue id, sysflag, hosts, born
 // time and reconsume times, its own flag, body and body CRC, and the properties
 // sub-properties + 0x02 (when both are non-empty and the first does not end in
-// 0x02) + batch properties. Queue and physical offsets are written from the
-// batch (normally 0) for the commitlog to patch. maxRecord > 0 refuses a
-// record longer than maxRecord bytes. It returns the number of records; on
-// error dst is returned unchanged.
+// 0x02) + batch properties, ended as EncodeRecord ends them. Queue and
+// physical offsets are written from the batch (normally 0) for the
+// commitlog to patch. maxRecord > 0 refuses a record longer than maxRecord
+// bytes. It returns the number of records; on error dst is returned
+// unchanged.
 func EncodeBatchRecords(dst []byte, batch *MessageExtBatch, maxRecord int) ([]byte, int, error) {
+	return encodeBatchRecords(dst, batch, maxRecord, false)
+}
+
+// EncodeBatchRecordsWithCRC is EncodeBatchRecords for a store with
+// enabledAppendPropCRC: each record ends its properties as
+// EncodeRecordWithCRC does, with its own __CRC32# entry reserved last, for
+// PutPropCRC to fill record by record. (RocketMQ 5 reserves the entry
+// without checking the separator before it in a batch; a record here always
+// gets one, so its properties parse.)
+func EncodeBatchRecordsWithCRC(dst []byte, batch *MessageExtBatch, maxRecord int) ([]byte, int, error) {
+	return encodeBatchRecords(dst, batch, maxRecord, true)
+}
+
+func encodeBatchRecords(dst []byte, batch *MessageExtBatch, maxRecord int, withCRC bool) ([]byte, int, error) {
 	start := len(dst)
 	m := &batch.MessageExt
 	sysFlag := hostFlags(m.SysFlag, m.BornHost, m.StoreHost)
@@ -139,6 +154,11 @@ func EncodeBatchRecords(dst []byte, batch *MessageExtBatch, maxRecord int) ([]by
 			dst = append(dst, PropertySeparator)
 		}
 		dst = append(dst, bp...)
+		if withCRC {
+			dst = appendCRCEntry(dst, propsStart)
+		} else {
+			dst = dropCRCTail(dst, propsStart)
+		}
 		if dst, err = finishRecord(dst, recStart, propsStart); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"maps"
 	"net/netip"
 	"testing"
 )
@@ -21,6 +22,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		_ = r.VerifyCRC()
+		_ = r.VerifyPropCRC()
 		_, _ = r.Property(PropTags)
 		got, n, err := DecodeRecord(b)
 		if err != nil || n != r.Size() {
@@ -34,6 +36,29 @@ func FuzzDecodeRecord(f *testing.F) {
 			if err == nil {
 				if _, err := ParseRecord(again); err != nil {
 					t.Fatalf("re-encoded record does not parse: %v", err)
+				}
+			}
+			// With the whole-record CRC: it verifies, and the properties
+			// are the same but for exactly one __CRC32#, the record's own.
+			withCRC, err := EncodeRecordWithCRC(nil, got)
+			if err == nil {
+				PutPropCRC(withCRC)
+				r2, err := ParseRecord(withCRC)
+				if err != nil {
+					t.Fatalf("record with crc does not parse: %v", err)
+				}
+				if err := r2.VerifyPropCRC(); err != nil {
+					t.Fatalf("fresh crc fails: %v", err)
+				}
+				props := UnmarshalProperties(r2.Properties())
+				if d := props[PropCRC32]; len(d) != crcDigits {
+					t.Fatalf("crc property %q", d)
+				}
+				delete(props, PropCRC32)
+				want := maps.Clone(got.Properties)
+				delete(want, PropCRC32)
+				if !maps.Equal(props, want) {
+					t.Fatalf("properties changed: %q, want %q", props, want)
 				}
 			}
 		}
@@ -65,6 +90,24 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 		if _, err := DecodeRecords(recs); err != nil {
 			t.Fatalf("records from a valid batch do not decode: %v", err)
+		}
+		recs, n, err = EncodeBatchRecordsWithCRC(nil, batch, 0)
+		if err != nil {
+			return // the entry can take the properties over 32767 bytes
+		}
+		for off := 0; off < len(recs); {
+			r, err := ParseRecord(recs[off:])
+			if err != nil {
+				t.Fatalf("record with crc does not parse: %v", err)
+			}
+			PutPropCRC(r.Bytes())
+			if err := r.VerifyPropCRC(); err != nil {
+				t.Fatalf("fresh crc fails: %v", err)
+			}
+			off += r.Size()
+		}
+		if got, err := DecodeRecords(recs); err != nil || len(got) != n {
+			t.Fatalf("%d records with crc decode to %d: %v", n, len(got), err)
 		}
 	})
 }

@@ -207,8 +207,20 @@ func finishRecord(dst []byte, start, propsStart int) ([]byte, error) {
 // host bits of SysFlag are set from BornHost and StoreHost; QueueOffset,
 // CommitLogOffset and StoreTimestamp are written as they are, so a commitlog
 // can encode outside its lock and patch them later at PosQueueOffset,
-// PosPhysicalOffset and StoreTimestampPos. On error dst is returned unchanged.
-func EncodeRecord(dst []byte, m *MessageExt) ([]byte, error) {
+// PosPhysicalOffset and StoreTimestampPos. The properties are stored as
+// they are, except a __CRC32# entry ending them (see dropCRCTail). On
+// error dst is returned unchanged.
+func EncodeRecord(dst []byte, m *MessageExt) ([]byte, error) { return encodeRecord(dst, m, false) }
+
+// EncodeRecordWithCRC is EncodeRecord for a store with enabledAppendPropCRC
+// (RocketMQ 5): the properties lose any __CRC32# entry and end with the
+// reserved one (see CRC32ReservedLength), whose digits PutPropCRC writes
+// once the record's header fields are final.
+func EncodeRecordWithCRC(dst []byte, m *MessageExt) ([]byte, error) {
+	return encodeRecord(dst, m, true)
+}
+
+func encodeRecord(dst []byte, m *MessageExt, withCRC bool) ([]byte, error) {
 	start := len(dst)
 	sysFlag := hostFlags(m.SysFlag, m.BornHost, m.StoreHost)
 	dst, err := appendRecordHead(dst, m, sysFlag, m.Flag, m.Body, m.PreparedTransactionOffset)
@@ -220,6 +232,11 @@ func EncodeRecord(dst []byte, m *MessageExt) ([]byte, error) {
 		dst = append(dst, m.PropertiesString...)
 	} else {
 		dst = AppendProperties(dst, m.Properties)
+	}
+	if withCRC {
+		dst = appendCRCEntry(dst, propsStart)
+	} else {
+		dst = dropCRCTail(dst, propsStart)
 	}
 	return finishRecord(dst, start, propsStart)
 }

@@ -440,7 +440,13 @@ func (cl *CommitLog) appendMessage(msg *message.MessageExt) (PutResult, bool) {
 	}
 	bp := cl.getBuf()
 	defer cl.putBuf(bp)
-	rec, err := message.EncodeRecord((*bp)[:0], msg)
+	var rec []byte
+	var err error
+	if cl.cfg.EnabledAppendPropCRC {
+		rec, err = message.EncodeRecordWithCRC((*bp)[:0], msg)
+	} else {
+		rec, err = message.EncodeRecord((*bp)[:0], msg)
+	}
 	*bp = rec
 	if err != nil {
 		return encodeError(err), false
@@ -503,7 +509,14 @@ func (cl *CommitLog) appendBatch(batch *message.MessageExtBatch) (PutResult, boo
 	}
 	bp := cl.getBuf()
 	defer cl.putBuf(bp)
-	recs, n, err := message.EncodeBatchRecords((*bp)[:0], batch, cl.cfg.MaxMessageSize)
+	var recs []byte
+	var n int
+	var err error
+	if cl.cfg.EnabledAppendPropCRC {
+		recs, n, err = message.EncodeBatchRecordsWithCRC((*bp)[:0], batch, cl.cfg.MaxMessageSize)
+	} else {
+		recs, n, err = message.EncodeBatchRecords((*bp)[:0], batch, cl.cfg.MaxMessageSize)
+	}
 	*bp = recs
 	if err != nil {
 		return encodeError(err), false
@@ -580,8 +593,10 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 	}
 	base := mf.FileFromOffset() + int64(pos)
 	be := binary.BigEndian
+	propCRC := cl.cfg.EnabledAppendPropCRC
 	for off, i := 0, int64(0); off < len(recs); i++ {
 		r := recs[off:]
+		size := int(be.Uint32(r))
 		qo := int64(0)
 		if advance {
 			qo = queueOffset + i
@@ -590,7 +605,13 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 		be.PutUint64(r[message.PosPhysicalOffset:], uint64(base+int64(off)))
 		sysFlag := int32(be.Uint32(r[message.PosSysFlag:]))
 		be.PutUint64(r[message.StoreTimestampPos(sysFlag):], uint64(storeTs))
-		off += int(be.Uint32(r))
+		if propCRC {
+			// The __CRC32# property covers the three fields just patched,
+			// so it can only be computed here, under the lock, as
+			// RocketMQ 5's doAppend does.
+			message.PutPropCRC(r[:size])
+		}
+		off += size
 	}
 	if err := cl.writeAt(mf, recs, pos); err != nil {
 		return writeFailed(err)
@@ -621,7 +642,8 @@ func (cl *CommitLog) append(recs []byte, n int, key topicQueueKey, tran int32) P
 // a record that checks out with its tail missing: the body CRC does not
 // cover the properties, where UNIQ_KEY lives. This covers a process dying,
 // not the machine: writeback may persist the first page of a record before
-// the rest, and only a CRC over the whole record would catch that.
+// the rest, and only a CRC over the whole record (EnabledAppendPropCRC)
+// catches that.
 // Caller holds putMu.
 func (cl *CommitLog) writeAt(mf *MappedFile, b []byte, pos int) error {
 	head := min(len(b), message.BlankRecordLength)

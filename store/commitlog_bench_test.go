@@ -16,7 +16,13 @@ import (
 // file before the timer starts. File rolls inside the timed loop are part of
 // the cost (a new file is preallocated with zeros under the put lock).
 func benchCommitLog(b *testing.B, ft FlushDiskType, fileSize int, mode FlushMode) *CommitLog {
+	return benchCommitLogCRC(b, ft, fileSize, mode, false)
+}
+
+// benchCommitLogCRC is benchCommitLog with EnabledAppendPropCRC set as given.
+func benchCommitLogCRC(b *testing.B, ft FlushDiskType, fileSize int, mode FlushMode, propCRC bool) *CommitLog {
 	cfg := DefaultConfig(b.TempDir())
+	cfg.EnabledAppendPropCRC = propCRC
 	cfg.FlushDiskType = ft
 	cfg.MappedFileSizeCommitLog = fileSize
 	cl := mustOpenCommitLog(b, cfg, nil, true, func(cl *CommitLog) { cl.Files().SetFlushMode(mode) })
@@ -70,11 +76,17 @@ func runPuts(b *testing.B, cl *CommitLog, writers int) {
 
 // BenchmarkPutMessage appends 1 KiB messages with 1 and 8 writers under each
 // flush mode, 1 GiB files (the production size).
-func BenchmarkPutMessage(b *testing.B) {
+func BenchmarkPutMessage(b *testing.B) { benchPutMessage(b, false) }
+
+// BenchmarkPutMessagePropCRC is BenchmarkPutMessage with
+// enabledAppendPropCRC: a CRC of each record under the writer lock.
+func BenchmarkPutMessagePropCRC(b *testing.B) { benchPutMessage(b, true) }
+
+func benchPutMessage(b *testing.B, propCRC bool) {
 	for _, ft := range []FlushDiskType{AsyncFlush, SyncFlush} {
 		for _, writers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/writers=%d", ft, writers), func(b *testing.B) {
-				cl := benchCommitLog(b, ft, 1<<30, DefaultCommitLogFlushMode)
+				cl := benchCommitLogCRC(b, ft, 1<<30, DefaultCommitLogFlushMode, propCRC)
 				runPuts(b, cl, writers)
 			})
 		}

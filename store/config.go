@@ -54,6 +54,7 @@ type Config struct {
 	MaxIndexNum              int           // maxIndexNum (20,000,000)
 	MessageIndexEnable       bool          // messageIndexEnable
 	CheckCRCOnRecover        bool          // checkCRCOnRecover
+	EnabledAppendPropCRC     bool          // enabledAppendPropCRC (5.x; false): records end with a __CRC32# of the whole record, checked by recovery
 	DeleteWhen               string        // deleteWhen: hours of the day, ';'-separated ("04")
 	FileReservedTime         time.Duration // fileReservedTime (72 h)
 	DiskMaxUsedSpaceRatio    int           // diskMaxUsedSpaceRatio (75): start cleaning regardless of deleteWhen
@@ -85,6 +86,7 @@ func DefaultConfig(dir string) *Config {
 		MaxIndexNum:              20000000,
 		MessageIndexEnable:       true,
 		CheckCRCOnRecover:        true,
+		EnabledAppendPropCRC:     false,
 		DeleteWhen:               "04",
 		FileReservedTime:         72 * time.Hour,
 		DiskMaxUsedSpaceRatio:    75,

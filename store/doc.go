@@ -46,6 +46,14 @@
 //	 .   TOPIC            int8 length + bytes
 //	 .   PROPERTIES       int16 length + name\x01value\x02...
 //
+// With EnabledAppendPropCRC (RocketMQ 5's enabledAppendPropCRC) the
+// properties end with one more entry, always 20 bytes and always last:
+// "__CRC32#" 0x01, ten ASCII digits, 0x02 (after a 0x02 when the properties
+// before do not end with one). The digits are crc32(the record's first
+// TOTALSIZE-20 bytes) & 0x7FFFFFFF, least significant first, taken after
+// the commitlog patched QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP
+// (message.EncodeRecordWithCRC, PutPropCRC).
+//
 // A record never spans two files: when it does not fit with 8 bytes to
 // spare, an 8-byte blank record (TOTALSIZE = rest of file, MAGICCODE =
 // 0xCBD43194) closes the file and the record starts the next one.
@@ -150,7 +158,13 @@
 //
 // The properties of a record carry no checksum in this format: damage
 // there that still parses goes unnoticed, except that a consume-queue entry
-// whose tags code no longer matches is rebuilt from the record.
+// whose tags code no longer matches is rebuilt from the record, and that
+// after a crash zeros in the unflushed tail's properties are taken for a
+// torn write. EnabledAppendPropCRC closes that gap: recovery then checks
+// the __CRC32# entry of each record it walks that carries one (with
+// CheckCRCOnRecover; in the unflushed tail after a crash always), and there
+// takes a record without it among records with it for damage too
+// (CommitLog.checkRecordCRC). Change it only across a clean shutdown.
 //
 // # Retention
 //

@@ -33,7 +33,11 @@ const (
 // first file when none qualifies or there is no checkpoint.
 // The walk checks magic, the record's sizes, its physical offset field
 // against its position and, with CheckCRCOnRecover, the body CRC; a blank
-// marker moves to the next file.
+// marker moves to the next file. After a crash, records stored after the
+// checkpoint's flush times (the tail no flush may have covered) must not
+// hold zeros in their topic or properties (checkTorn). With
+// EnabledAppendPropCRC, a record's __CRC32# property is checked too, in
+// place of the body CRC it covers (see checkRecordCRC).
 //
 // A bad record is damage, not the end, when intact records follow it: the
 // walk looks for the next record boundary (see resyncIn) and goes on from
@@ -98,6 +102,7 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp, queueEnd int64) (int64
 	var lastTs int64
 	var reason string
 	var lost []LostRange
+	crcRun := false // the last record accepted carries a __CRC32# property
 	for {
 		mf := files[idx]
 		buf := mf.Buffer()
@@ -134,15 +139,18 @@ func (cl *CommitLog) recoverAt(normal bool, minTimestamp, queueEnd int64) (int64
 		if err == nil && r.PhysicalOffset() != mf.FileFromOffset()+int64(pos) {
 			err = fmt.Errorf("physical offset field %d differs from its position", r.PhysicalOffset())
 		}
-		if err == nil && checkCRC {
-			err = r.VerifyCRC()
+		unflushed := err == nil && !normal && r.StoreTimestamp() >= minTimestamp
+		if err == nil {
+			next := mf.FileFromOffset() + int64(pos+r.Size())
+			err = cl.checkRecordCRC(&r, checkCRC, unflushed, crcRun, buf[pos+r.Size():], next)
 		}
-		if err == nil && !normal && r.StoreTimestamp() >= minTimestamp {
+		if err == nil && unflushed {
 			err = checkTorn(r)
 		}
 		if err == nil {
 			pos += r.Size()
 			lastTs = r.StoreTimestamp()
+			crcRun = r.HasPropCRC()
 			continue
 		}
 		reason = err.Error()
@@ -337,6 +345,61 @@ func followsRecord(b []byte, base int64, q, fileRest int) bool {
 		return int(binary.BigEndian.Uint32(head)) == fileRest-q
 	}
 	return intactRecordAt(b, base, q, fileRest, false) > 0
+}
+
+// errNoPropCRC is the reason recovery rejects a record without a __CRC32#
+// property among records that have one.
+var errNoPropCRC = errors.New("no __CRC32# property between records that carry one, in the unflushed tail")
+
+// checkRecordCRC applies the walk's checksums to r. Without
+// EnabledAppendPropCRC that is the body CRC, with checkCRC
+// (CheckCRCOnRecover).
+//
+// With it, a record whose properties end with a __CRC32# entry has that
+// checked instead (it covers the body and its CRC field) wherever the
+// walk checks CRCs, and always in the possibly unflushed tail after a
+// crash (unflushed), where a power cut leaves records whose sectors are
+// partly lost or garbled: this catches properties that are garbled rather
+// than zeroed (checkTorn) and torn header fields. RocketMQ 5 checks it
+// under checkCRCOnRecover with forceVerifyPropCRC; the option here is the
+// one that writes it: records this store writes end with the entry only
+// when it is their own (without the option, message.EncodeRecord drops
+// one that a client's properties end with).
+//
+// Damage there can also take the entry itself, so in the unflushed tail a
+// record without one is damage when the record before it (crcRun) has one
+// and the one after it has one too or is not an intact record: a store
+// writes the entry into every record or none, so records without it
+// follow records with it only where the option was turned off at a
+// restart, and then the next record lacks it too. What this misjudges is
+// a run that stored a single record with the option off between runs with
+// it on (or at the end of the log), found in the unflushed tail of a crash
+// recovered with the option on: that record is taken for damage. Change
+// the option only across a clean shutdown.
+// next is what follows r in its file, at commitlog offset nextOff.
+func (cl *CommitLog) checkRecordCRC(r *message.Record, checkCRC, unflushed, crcRun bool, next []byte, nextOff int64) error {
+	if cl.cfg.EnabledAppendPropCRC {
+		if r.HasPropCRC() {
+			if checkCRC || unflushed {
+				return r.VerifyPropCRC()
+			}
+			return nil
+		}
+		if unflushed && crcRun && !intactWithoutPropCRC(next, nextOff) {
+			return errNoPropCRC
+		}
+	}
+	if checkCRC {
+		return r.VerifyCRC()
+	}
+	return nil
+}
+
+// intactWithoutPropCRC reports whether b starts with a record that parses
+// at commitlog offset off and has no __CRC32# property.
+func intactWithoutPropCRC(b []byte, off int64) bool {
+	r, err := message.ParseRecord(b)
+	return err == nil && r.PhysicalOffset() == off && !r.HasPropCRC()
 }
 
 // errTornRecord is the reason recovery rejects a record whose topic or

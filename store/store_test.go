@@ -522,8 +522,15 @@ func BenchmarkStoreGetMessage32(b *testing.B) {
 
 // BenchmarkStorePutAndDispatch measures 1 KiB puts through the store facade
 // until every consume-queue and index entry is built.
-func BenchmarkStorePutAndDispatch(b *testing.B) {
+func BenchmarkStorePutAndDispatch(b *testing.B) { benchStorePutAndDispatch(b, false) }
+
+// BenchmarkStorePutAndDispatchPropCRC is BenchmarkStorePutAndDispatch with
+// enabledAppendPropCRC.
+func BenchmarkStorePutAndDispatchPropCRC(b *testing.B) { benchStorePutAndDispatch(b, true) }
+
+func benchStorePutAndDispatch(b *testing.B, propCRC bool) {
 	cfg := testConfig(b.TempDir(), AsyncFlush)
+	cfg.EnabledAppendPropCRC = propCRC
 	cfg.MappedFileSizeCommitLog = 64 << 20
 	cfg.MappedFileSizeConsumeQ = 300000 * CQStoreUnitSize
 	cfg.MaxHashSlotNum = 1 << 16

@@ -461,7 +461,8 @@ func (s *Store) MessageStoreTime(topic string, queueID int32, offset int64) int6
 // the record is checked before it is returned: it parses, its
 // PHYSICALOFFSET field names this offset (an offset into the middle of a
 // record, or a garbage one, finds no record that says so), its body CRC
-// holds, and it is not in a lost range.
+// holds (and, with enabledAppendPropCRC, its whole-record CRC when it has
+// one), and it is not in a lost range.
 func (s *Store) SelectOneMessageByOffset(commitLogOffset int64) (SelectResult, bool) {
 	if _, lost := s.commitLog.lostRangeAt(commitLogOffset); lost {
 		return SelectResult{}, false
@@ -481,7 +482,16 @@ func (s *Store) SelectOneMessageByOffset(commitLogOffset int64) (SelectResult, b
 		return SelectResult{}, false
 	}
 	r, err := message.ParseRecord(rec.Bytes)
-	if err != nil || r.PhysicalOffset() != commitLogOffset || r.VerifyCRC() != nil {
+	if err == nil && r.PhysicalOffset() != commitLogOffset {
+		err = ErrCorruptRecord
+	}
+	if err == nil {
+		err = r.VerifyCRC()
+	}
+	if err == nil && s.cfg.EnabledAppendPropCRC && r.HasPropCRC() {
+		err = r.VerifyPropCRC() // it also covers the header and properties
+	}
+	if err != nil {
 		rec.Release()
 		return SelectResult{}, false
 	}

@@ -473,7 +473,7 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		n, err := FrameLength(prefix)
 		if err != nil {
-			if prefix[0] == tlsHandshakeByte {
+			if prefix[0] == tlsHandshakeByte && s.cfg.TLSMode == TLSDisabled {
 				// Only a TLS record can start so: a plain frame this long
 				// is over MaxFrameSize.
 				s.refusals.refused(c.addr, c.remote, "tlsDisabled",

@@ -132,12 +132,29 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)
 	b.topics.SetOnChange(b.triggerRegister)
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log})
+	tlsMode, serverTLS, err := cfg.ServerTLS()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	// Calls to the nameservers and, from a slave, to its master's remoting
+	// port go over TLS with tls.enable, as RocketMQ's BrokerOuterAPI.
+	clientTLS, err := cfg.ClientTLS()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if clientTLS != nil && clientTLS.InsecureSkipVerify && clientTLS.VerifyConnection == nil {
+		log.Warn("tls.enable without tls.client.authServer or tls.client.trustCertPath: nameserver and master certificates are not verified")
+	}
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log, TLS: clientTLS})
 	b.server = remoting.NewServer(remoting.ServerConfig{
-		Addr:          cfg.ListenAddr(),
-		Logger:        log,
-		IdleTimeout:   time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
-		NumEventLoops: cfg.ServerSelectorThreads,
+		Addr:            cfg.ListenAddr(),
+		Logger:          log,
+		IdleTimeout:     time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
+		NumEventLoops:   cfg.ServerSelectorThreads,
+		TLSMode:         tlsMode,
+		TLS:             serverTLS,
+		MaxConns:        cfg.ServerMaxConnections,
+		MaxConnsPerAddr: cfg.ServerMaxConnectionsPerAddress,
 	})
 	// Queues are channels allocated up front, unlike Java's lazy linked
 	// queues, so RocketMQ's million-entry capacities are capped.

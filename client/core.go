@@ -84,7 +84,7 @@ func newCore(o *options, kind string) *core {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.log = o.log.WithFields(logrus.Fields{"component": "client", "kind": kind, "clientId": c.clientID})
-	cfg := remoting.ClientConfig{Logger: o.log, Language: remoting.LangGo}
+	cfg := remoting.ClientConfig{Logger: o.log, Language: remoting.LangGo, TLS: o.tls}
 	serialize := remoting.RocketMQSerialize
 	if o.headers == HeadersJSON {
 		serialize = remoting.JSONSerialize

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -57,6 +58,7 @@ type options struct {
 	retry        int
 	sendTimeout  time.Duration
 	credentials  Credentials
+	tls          *tls.Config // nil: plain connections
 	log          logrus.FieldLogger
 	headers      HeaderEncoding
 

@@ -254,6 +254,11 @@ type BrokerConfig struct {
 	// false every answer suggests the master. A slave serves pulls either
 	// way, so consumers carry on from it while the master is down.
 	SlaveReadEnable bool `mapstructure:"slaveReadEnable"`
+
+	// TLS on the listening port (and the broker's own calls), and the caps
+	// on connections: see TLSConfig and ConnLimitConfig.
+	TLSConfig       `mapstructure:",squash"`
+	ConnLimitConfig `mapstructure:",squash"`
 }
 
 // DefaultBrokerConfig returns every default, as RocketMQ 4.9's BrokerStartup
@@ -365,6 +370,9 @@ func DefaultBrokerConfig() BrokerConfig {
 		TimerWheelEnable:                  true,
 		TimerMaxDelaySec:                  7 * 86400,
 		HaListenPort:                      10912,
+
+		TLSConfig:       DefaultTLSConfig(),
+		ConnLimitConfig: DefaultConnLimitConfig(),
 	}
 }
 
@@ -489,7 +497,10 @@ func (c *BrokerConfig) Validate() error {
 			return bad("deleteWhen", c.DeleteWhen, "must list hours 00-23, ';'-separated")
 		}
 	}
-	return nil
+	if err := c.TLSConfig.validate(); err != nil {
+		return err
+	}
+	return c.ConnLimitConfig.validate()
 }
 
 // maxConfigMillis bounds every duration key given in ms (a year). The

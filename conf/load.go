@@ -5,7 +5,10 @@
 //
 // A config struct is a flat struct whose fields carry `mapstructure:"key"`
 // tags; Load, Set, Get and Format work on any such struct, so each server's
-// config file only declares fields, defaults and Validate.
+// config file only declares fields, defaults and Validate. Groups of keys
+// both servers share (TLSConfig) are embedded with `mapstructure:",squash"`
+// and read as if declared in place. A field tagged `secret:"true"` (a key
+// password) is never printed by Format.
 package conf
 
 import (
@@ -65,6 +68,11 @@ func Load(path string, cfg any, log logrus.FieldLogger) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
+	if tf, ok := cfg.(tlsFileHolder); ok {
+		if err := loadTLSFile(tf.tlsFile(), cfg, log); err != nil {
+			return err
+		}
+	}
 	if val, ok := cfg.(Validator); ok {
 		if err := val.Validate(); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -108,28 +116,41 @@ func codecRegistry() *viper.DefaultCodecRegistry {
 }
 
 type field struct {
-	key   string
-	index int
+	key    string
+	index  []int // reflect.Value.FieldByIndex: through embedded groups
+	secret bool
 }
 
-// fieldsOf lists the tagged fields of the struct cfg points to, in declaration order.
+// fieldsOf lists the tagged fields of the struct cfg points to, in
+// declaration order, those of squashed embedded structs in their place.
 func fieldsOf(cfg any) (reflect.Value, []field, error) {
 	rv := reflect.ValueOf(cfg)
 	if rv.Kind() != reflect.Pointer || rv.Elem().Kind() != reflect.Struct {
 		return reflect.Value{}, nil, fmt.Errorf("conf: want a pointer to a config struct, got %T", cfg)
 	}
 	sv := rv.Elem()
-	st := sv.Type()
-	var fs []field
+	return sv, appendFields(nil, sv.Type(), nil), nil
+}
+
+func appendFields(fs []field, st reflect.Type, prefix []int) []field {
 	for i := range st.NumField() {
-		tag := st.Field(i).Tag.Get("mapstructure")
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "" || name == "-" || !st.Field(i).IsExported() {
+		sf := st.Field(i)
+		tag := sf.Tag.Get("mapstructure")
+		name, opts, _ := strings.Cut(tag, ",")
+		if !sf.IsExported() || name == "-" {
 			continue
 		}
-		fs = append(fs, field{key: name, index: i})
+		index := append(append([]int(nil), prefix...), i)
+		if name == "" && opts == "squash" && sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			fs = appendFields(fs, sf.Type, index)
+			continue
+		}
+		if name == "" {
+			continue
+		}
+		fs = append(fs, field{key: name, index: index, secret: sf.Tag.Get("secret") == "true"})
 	}
-	return sv, fs, nil
+	return fs
 }
 
 func lookup(cfg any, key string) (reflect.Value, string, error) {
@@ -139,7 +160,7 @@ func lookup(cfg any, key string) (reflect.Value, string, error) {
 	}
 	for _, f := range fs {
 		if strings.EqualFold(f.key, key) {
-			return sv.Field(f.index), f.key, nil
+			return sv.FieldByIndex(f.index), f.key, nil
 		}
 	}
 	return reflect.Value{}, "", fmt.Errorf("%w %q", ErrUnknownKey, key)
@@ -219,7 +240,8 @@ func CanonicalKey(cfg any, key string) (string, bool) {
 }
 
 // Format renders cfg as a properties file, one key=value line per key in
-// declaration order: what `-p` prints and GET_*_CONFIG returns.
+// declaration order: what `-p` prints and GET_*_CONFIG returns. A secret
+// that is set prints as ******.
 func Format(cfg any) string {
 	sv, fs, err := fieldsOf(cfg)
 	if err != nil {
@@ -227,9 +249,13 @@ func Format(cfg any) string {
 	}
 	var b strings.Builder
 	for _, f := range fs {
+		v := fmt.Sprint(sv.FieldByIndex(f.index).Interface())
+		if f.secret && v != "" {
+			v = "******"
+		}
 		b.WriteString(f.key)
 		b.WriteByte('=')
-		b.WriteString(escapePropertyValue(fmt.Sprint(sv.Field(f.index).Interface())))
+		b.WriteString(escapePropertyValue(v))
 		b.WriteByte('\n')
 	}
 	return b.String()

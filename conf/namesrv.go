@@ -61,6 +61,11 @@ type NamesrvConfig struct {
 	// BrokerChannelExpiredTime is how long, in ms, a broker may stay silent
 	// before it is dropped with its queue data.
 	BrokerChannelExpiredTime int64 `mapstructure:"brokerChannelExpiredTime"`
+
+	// TLS on the listening port (and the broker's own calls), and the caps
+	// on connections: see TLSConfig and ConnLimitConfig.
+	TLSConfig       `mapstructure:",squash"`
+	ConnLimitConfig `mapstructure:",squash"`
 }
 
 // DefaultNamesrvConfig returns every default, as RocketMQ 4.9's
@@ -93,6 +98,8 @@ func DefaultNamesrvConfig() NamesrvConfig {
 		UseEpollNativeSelector:             false,
 		ScanNotActiveBrokerInterval:        10_000,
 		BrokerChannelExpiredTime:           120_000,
+		TLSConfig:                          DefaultTLSConfig(),
+		ConnLimitConfig:                    DefaultConnLimitConfig(),
 	}
 }
 
@@ -132,7 +139,10 @@ func (c *NamesrvConfig) Validate() error {
 	case c.BrokerChannelExpiredTime < 1 || c.BrokerChannelExpiredTime > maxConfigMillis:
 		return bad("brokerChannelExpiredTime", c.BrokerChannelExpiredTime, fmt.Sprintf("must be 1-%d ms", maxConfigMillis))
 	}
-	return nil
+	if err := c.TLSConfig.validate(); err != nil {
+		return err
+	}
+	return c.ConnLimitConfig.validate()
 }
 
 // ListenAddr is bindAddress:listenPort.

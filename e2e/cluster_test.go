@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorocketmq/gorocketmq/broker"
@@ -32,6 +34,10 @@ type Cluster struct {
 	BrokerName  string
 	ClusterName string
 
+	// Logs holds what the servers logged at the log level (warnings by
+	// default), for tests that check a refusal was logged.
+	Logs *logtest.Hook
+
 	storeDir string
 	port     int
 	opts     clusterOptions
@@ -43,6 +49,8 @@ type clusterOptions struct {
 	brokerName string
 	logLevel   logrus.Level
 	tune       []func(*conf.BrokerConfig)
+	nsTune     []func(*conf.NamesrvConfig)
+	rawTLS     *tls.Config
 }
 
 // ClusterOption changes how MustStartCluster sets the cluster up.
@@ -52,6 +60,18 @@ type ClusterOption func(*clusterOptions)
 // starts (and again at each restart).
 func WithBrokerConfig(fn func(*conf.BrokerConfig)) ClusterOption {
 	return func(o *clusterOptions) { o.tune = append(o.tune, fn) }
+}
+
+// WithNamesrvConfig lets a test change the nameserver's configuration
+// before it starts.
+func WithNamesrvConfig(fn func(*conf.NamesrvConfig)) ClusterOption {
+	return func(o *clusterOptions) { o.nsTune = append(o.nsTune, fn) }
+}
+
+// WithRawClientTLS makes the test's own remoting client (Invoke, WaitRoute,
+// MaxOffset...) dial TLS with cfg.
+func WithRawClientTLS(cfg *tls.Config) ClusterOption {
+	return func(o *clusterOptions) { o.rawTLS = cfg }
 }
 
 const (
@@ -76,13 +96,15 @@ func MustStartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	l := logrus.New()
 	l.SetLevel(o.logLevel)
 	l.SetOutput(testWriter{t})
+	logs := logtest.NewLocal(l)
 	c := &Cluster{
+		Logs:        logs,
 		BrokerName:  o.brokerName,
 		ClusterName: testClusterName,
 		storeDir:    t.TempDir(),
 		opts:        o,
 		log:         l.WithField("test", t.Name()),
-		raw:         remoting.NewClient(remoting.ClientConfig{Logger: l}),
+		raw:         remoting.NewClient(remoting.ClientConfig{Logger: l, TLS: o.rawTLS}),
 	}
 	t.Cleanup(func() { _ = c.raw.Close() })
 
@@ -92,6 +114,9 @@ func MustStartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 	nsCfg.KvConfigPath = filepath.Join(c.storeDir, "namesrv", "kvConfig.json")
 	nsCfg.ServerSelectorThreads = 2
 	nsCfg.ServerWorkerThreads = 4
+	for _, fn := range o.nsTune {
+		fn(&nsCfg)
+	}
 	ns, err := nameserver.New(nsCfg, c.log)
 	require.NoError(t, err)
 	require.NoError(t, ns.Start())

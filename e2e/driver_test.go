@@ -224,8 +224,14 @@ type RemoteProducer struct {
 // NewProducer starts a producer; selector is "", "hash" or "manual".
 func (d *Driver) NewProducer(t testing.TB, selector string) *RemoteProducer {
 	t.Helper()
+	return d.NewProducerSpec(t, ProducerSpec{Selector: selector})
+}
+
+// NewProducerSpec starts a producer as spec says.
+func (d *Driver) NewProducerSpec(t testing.TB, spec ProducerSpec) *RemoteProducer {
+	t.Helper()
 	var h string
-	d.must(t, "producer.new", ProducerSpec{Selector: selector}, &h)
+	d.must(t, "producer.new", spec, &h)
 	return &RemoteProducer{d: d, h: h}
 }
 

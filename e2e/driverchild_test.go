@@ -81,6 +81,8 @@ type SendRes struct {
 type ProducerSpec struct {
 	// Selector is "" (the default round robin), "hash" or "manual".
 	Selector string `json:"selector,omitempty"`
+	// TLS dials nameservers and brokers with WithTls(true).
+	TLS bool `json:"tls,omitempty"`
 }
 
 // PushSpec configures a driver push consumer.
@@ -98,6 +100,8 @@ type PushSpec struct {
 	FromLast bool  `json:"fromLast,omitempty"`
 	BatchMax int   `json:"batchMax,omitempty"`
 	PullSize int32 `json:"pullSize,omitempty"`
+	// TLS dials nameservers and brokers with WithTls(true).
+	TLS bool `json:"tls,omitempty"`
 	// Goroutines bounds concurrent consume calls (client default 20).
 	// With 20, the offset of a queue stays at its oldest message still in
 	// a callback, so a shutdown right after the last delivery can leave a
@@ -426,6 +430,9 @@ func (d *driver) newProducer(spec ProducerSpec) (string, error) {
 		producer.WithRetry(2),
 		producer.WithSendMsgTimeout(5 * time.Second),
 	}
+	if spec.TLS {
+		opts = append(opts, producer.WithTls(true))
+	}
 	switch spec.Selector {
 	case "":
 	case "hash":
@@ -571,6 +578,9 @@ func (d *driver) startPush(spec PushSpec) (string, error) {
 	}
 	if !spec.FromLast {
 		opts = append(opts, consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	}
+	if spec.TLS {
+		opts = append(opts, consumer.WithTls(true))
 	}
 	if spec.Broadcast {
 		opts = append(opts, consumer.WithConsumerModel(consumer.BroadCasting))

@@ -58,11 +58,19 @@ func New(cfg conf.NamesrvConfig, log logrus.FieldLogger) (*NameServer, error) {
 		stop:   make(chan struct{}),
 		rescan: make(chan struct{}, 1),
 	}
+	tlsMode, serverTLS, err := cfg.ServerTLS()
+	if err != nil {
+		return nil, fmt.Errorf("nameserver: %w", err)
+	}
 	ns.srv = remoting.NewServer(remoting.ServerConfig{
-		Addr:          cfg.ListenAddr(),
-		Logger:        log,
-		IdleTimeout:   time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
-		NumEventLoops: cfg.ServerSelectorThreads,
+		Addr:            cfg.ListenAddr(),
+		Logger:          log,
+		IdleTimeout:     time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
+		NumEventLoops:   cfg.ServerSelectorThreads,
+		TLSMode:         tlsMode,
+		TLS:             serverTLS,
+		MaxConns:        cfg.ServerMaxConnections,
+		MaxConnsPerAddr: cfg.ServerMaxConnectionsPerAddress,
 	})
 	ns.pool = ns.srv.NewPool("namesrv", cfg.ServerWorkerThreads, cfg.DefaultThreadPoolQueueCapacity)
 	ns.registerProcessors(ns.pool)

@@ -3,6 +3,7 @@ package remoting
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -38,6 +39,11 @@ type ClientConfig struct {
 	BeforeRequest func(addr string, req *Command)
 	// Logger receives connection lifecycle lines.
 	Logger logrus.FieldLogger
+	// TLS, when set, makes every connection TLS with this configuration
+	// (see ClientTLSConfig); the handshake is part of the dial and its
+	// timeout. Without a ServerName the host of the address dialled is
+	// verified (VerifyFull).
+	TLS *tls.Config
 }
 
 // Client is the transport under our SDK and the broker's outbound calls: one
@@ -512,7 +518,14 @@ func (cl *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 	cl.mu.Unlock()
 
 	d := net.Dialer{Timeout: cl.cfg.DialTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if cl.cfg.TLS != nil {
+		td := tls.Dialer{NetDialer: &d, Config: cl.cfg.TLS}
+		nc, err = td.DialContext(ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("remoting: connect to %s: %w", addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -17,10 +18,12 @@ var ErrConnClosed = errors.New("remoting: connection closed")
 // concurrent use by processors.
 type Conn struct {
 	id       uint64
-	gc       gnet.Conn
+	gc       gnet.Conn     // the plain path's connection; nil on the TLS path
+	tls      *tlsTransport // the TLS path's socket; nil on the plain path
 	s        *Server
 	remote   string
 	local    string
+	addr     netip.Addr // the peer's IP, its key in the connection limits
 	lastRead atomic.Int64
 
 	mu      sync.Mutex // guards pending, and changes of closed
@@ -67,7 +70,16 @@ func (c *Conn) LocalAddr() string { return c.local }
 func (c *Conn) Closed() bool { return c.closed.Load() }
 
 // Close closes the connection; the server's close hooks run.
-func (c *Conn) Close() error { return c.gc.Close() }
+func (c *Conn) Close() error {
+	if c.tls != nil {
+		c.tls.close()
+		return nil
+	}
+	return c.gc.Close()
+}
+
+// TLS reports whether the connection came over TLS.
+func (c *Conn) TLS() bool { return c.tls != nil }
 
 // Write encodes cmd and queues it on the connection.
 func (c *Conn) Write(cmd *Command) error {
@@ -80,6 +92,9 @@ func (c *Conn) Write(cmd *Command) error {
 	buf, err := EncodeFrame(cmd)
 	if err != nil {
 		return err
+	}
+	if c.tls != nil {
+		return c.queueOwned(buf)
 	}
 	if err := c.gc.AsyncWrite(buf, nil); err != nil {
 		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
@@ -100,6 +115,10 @@ func (c *Conn) queueFrame(appendFrame func([]byte) ([]byte, error)) error {
 	wake, err := c.appendQueued(appendFrame)
 	if err != nil || !wake {
 		return err
+	}
+	if c.tls != nil {
+		c.tls.kick()
+		return nil
 	}
 	if err := c.gc.Wake(nil); err != nil {
 		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)
@@ -230,6 +249,9 @@ func (c *Conn) ReplyWithOwnBuffer(req, resp *Command, bodyLen int, appendBody fu
 	buf, err := AppendFrameWith(make([]byte, 0, 256+32*len(resp.ExtFields)+len(resp.RawExt)+bodyLen), resp, bodyLen, appendBody)
 	if err != nil {
 		return err
+	}
+	if c.tls != nil {
+		return c.queueOwned(buf)
 	}
 	if err := c.gc.AsyncWrite(buf, nil); err != nil {
 		return fmt.Errorf("remoting: write to %s: %w", c.remote, err)

@@ -3,9 +3,11 @@ package remoting
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -39,6 +41,22 @@ type ServerConfig struct {
 	IdleTimeout time.Duration
 	// NumEventLoops is the number of gnet event loops (0: one per CPU).
 	NumEventLoops int
+
+	// TLSMode says whether the port serves TLS connections, plain ones, or
+	// both (see TLSMode). TLS is the server side's configuration (its
+	// certificate, client certificates to ask for), required unless
+	// TLSMode is TLSDisabled.
+	TLSMode TLSMode
+	TLS     *tls.Config
+	// TLSHandshakeTimeout bounds a TLS handshake (default 10 s).
+	TLSHandshakeTimeout time.Duration
+
+	// MaxConns caps the connections open at once and MaxConnsPerAddr those
+	// from one IP address (0: no cap). Past either, a new connection is
+	// closed as soon as it is accepted, before it is read, and logged at
+	// most once per address every 10 s; open connections are not touched.
+	MaxConns        int
+	MaxConnsPerAddr int
 }
 
 type route struct {
@@ -69,6 +87,17 @@ type Server struct {
 	onOpen  []func(*Conn)
 	onClose []func(*Conn)
 
+	limits   connLimits
+	refusals refusalLog
+	// pending holds the *pendingConn of a TLS-enabled port whose first byte
+	// has not arrived, for the idle scan.
+	pending sync.Map
+
+	tlsMu     sync.Mutex // guards tlsLive and tlsClosed
+	tlsLive   map[net.Conn]struct{}
+	tlsClosed bool           // Shutdown began: no more hand-offs
+	tlsWG     sync.WaitGroup // the TLS path's goroutines
+
 	eng      gnet.Engine
 	addr     string
 	booted   chan struct{}
@@ -91,6 +120,9 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 120 * time.Second
 	}
+	if cfg.TLSHandshakeTimeout <= 0 {
+		cfg.TLSHandshakeTimeout = defaultTLSHandshakeTimeout
+	}
 	if cfg.Logger == nil {
 		l := logrus.New()
 		l.SetLevel(logrus.WarnLevel)
@@ -104,6 +136,8 @@ func NewServer(cfg ServerConfig) *Server {
 		runDone: make(chan error, 1),
 	}
 	s.keepRawFn = s.keepRaw // one method value, not one per frame
+	s.limits.max, s.limits.perAddr = cfg.MaxConns, cfg.MaxConnsPerAddr
+	s.refusals.log = s.log
 	return s
 }
 
@@ -152,11 +186,15 @@ func (s *Server) keepRaw(cmd *Command) bool {
 	return !cmd.IsResponse() && s.routes[cmd.RequestCode()].raw
 }
 
-// OnConnOpen registers a hook run on the event loop when a peer connects. It must not block.
+// OnConnOpen registers a hook run when a peer connects; it must not block.
+// It runs on the event loop; on a port with TLS on, once the connection's
+// first byte has told its path, and for a TLS connection on its own
+// goroutine after the handshake.
 func (s *Server) OnConnOpen(fn func(*Conn)) { s.onOpen = append(s.onOpen, fn) }
 
-// OnConnClose registers a hook run on the event loop when a connection closes
-// (nameservers drop the broker, brokers drop the client). It must not block.
+// OnConnClose registers a hook run when a connection closes (nameservers drop
+// the broker, brokers drop the client), on the event loop or, for a TLS
+// connection, on its own goroutine. It must not block.
 func (s *Server) OnConnClose(fn func(*Conn)) { s.onClose = append(s.onClose, fn) }
 
 // Start listens and returns once the server accepts connections, or with the
@@ -164,6 +202,17 @@ func (s *Server) OnConnClose(fn func(*Conn)) { s.onClose = append(s.onClose, fn)
 func (s *Server) Start() error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("remoting: server already started")
+	}
+	switch s.cfg.TLSMode {
+	case TLSDisabled:
+	case TLSPermissive, TLSEnforcing:
+		if s.cfg.TLS == nil || (len(s.cfg.TLS.Certificates) == 0 && s.cfg.TLS.GetCertificate == nil) {
+			s.stopPools()
+			return fmt.Errorf("%w: tls.server.mode %s needs a server certificate", ErrTLSConfig, s.cfg.TLSMode)
+		}
+	default:
+		s.stopPools()
+		return fmt.Errorf("%w: %s", ErrTLSConfig, s.cfg.TLSMode)
 	}
 	addr, err := claimAddr(s.cfg.Addr)
 	if err != nil {
@@ -191,18 +240,23 @@ func (s *Server) Start() error {
 	}()
 	select {
 	case <-s.booted:
-		s.log.WithField("addr", s.addr).Info("listening")
+		s.log.WithFields(logrus.Fields{"addr": s.addr, "tls": s.cfg.TLSMode.String()}).Info("listening")
 		return nil
 	case err := <-s.runDone:
 		s.runErr = err
 		close(s.runDone)
-		for _, p := range s.pools {
-			p.stop()
-		}
+		s.stopPools()
 		if err == nil {
 			err = errors.New("remoting: engine stopped before it started")
 		}
 		return fmt.Errorf("remoting: listen on %s: %w", s.cfg.Addr, err)
+	}
+}
+
+// stopPools stops the pools' workers (a start that failed).
+func (s *Server) stopPools() {
+	for _, p := range s.pools {
+		p.stop()
 	}
 }
 
@@ -240,31 +294,41 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				s.log.WithField("pool", p.name).Warn("shutdown: workers still busy at deadline")
 			}
 		}
-		if !s.started.Load() || s.eng.Validate() != nil {
-			return
-		}
-		// Engine.Stop signals the engine at once but then polls for the end on a
-		// 500 ms ticker; gnet.Run returning is the earlier, exact signal. The
-		// Stop goroutine ends by itself within one poll interval.
-		stopped := make(chan error, 1)
-		go func() { stopped <- s.eng.Stop(ctx) }()
-		select {
-		case <-s.runDone:
-		case err := <-stopped:
-			if err != nil {
-				s.stopErr = fmt.Errorf("remoting: stop engine: %w", err)
-				return
-			}
-			select {
-			case <-s.runDone:
-			case <-ctx.Done():
-				s.stopErr = ctx.Err()
-			}
-		case <-ctx.Done():
-			s.stopErr = ctx.Err()
+		s.stopErr = s.stopEngine(ctx)
+		// The TLS path's connections close after gnet stopped, so no
+		// hand-off starts a new one meanwhile.
+		if err := s.stopTLS(ctx); err != nil && s.stopErr == nil {
+			s.stopErr = err
 		}
 	})
 	return s.stopErr
+}
+
+// stopEngine stops gnet: the listeners and the plain connections.
+func (s *Server) stopEngine(ctx context.Context) error {
+	if !s.started.Load() || s.eng.Validate() != nil {
+		return nil
+	}
+	// Engine.Stop signals the engine at once but then polls for the end on a
+	// 500 ms ticker; gnet.Run returning is the earlier, exact signal. The
+	// Stop goroutine ends by itself within one poll interval.
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.eng.Stop(ctx) }()
+	select {
+	case <-s.runDone:
+	case err := <-stopped:
+		if err != nil {
+			return fmt.Errorf("remoting: stop engine: %w", err)
+		}
+		select {
+		case <-s.runDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // nextOpaque returns a positive request id for server-sent requests, wrapping
@@ -309,30 +373,63 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen wraps the gnet connection in a Conn.
+// OnOpen admits a connection within the connection limits and wraps it in a
+// Conn; on a port with TLS on, it waits for the first byte as a pendingConn.
 func (s *Server) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	c := &Conn{id: s.nextID.Add(1), gc: gc, s: s, pending: make(map[int32]chan *Command)}
-	if ra := gc.RemoteAddr(); ra != nil {
-		c.remote = ra.String()
+	ra := gc.RemoteAddr()
+	addr := peerAddr(ra)
+	if limit := s.limits.acquire(addr); limit != "" {
+		// No context is set: OnClose releases nothing for it.
+		total, fromAddr := s.limits.count(addr)
+		s.refusals.refused(addr, addrString(ra), limit, "refusing a connection: connection limit reached",
+			logrus.Fields{"open": total, "openFromAddr": fromAddr, "maxConnections": s.cfg.MaxConns, "maxPerAddress": s.cfg.MaxConnsPerAddr})
+		return nil, gnet.Close
 	}
-	if la := gc.LocalAddr(); la != nil {
-		c.local = la.String()
+	if s.cfg.TLSMode != TLSDisabled {
+		p := &pendingConn{gc: gc, addr: addr, remote: addrString(ra), opened: time.Now().UnixNano()}
+		gc.SetContext(p)
+		s.pending.Store(p, struct{}{})
+		return nil, gnet.None
 	}
+	s.openConn(gc, addr)
+	return nil, gnet.None
+}
+
+// openConn makes the Conn of a plain connection and runs the open hooks.
+func (s *Server) openConn(gc gnet.Conn, addr netip.Addr) *Conn {
+	c := &Conn{id: s.nextID.Add(1), gc: gc, s: s, addr: addr, pending: make(map[int32]chan *Command)}
+	c.remote = addrString(gc.RemoteAddr())
+	c.local = addrString(gc.LocalAddr())
 	c.lastRead.Store(time.Now().UnixNano())
 	gc.SetContext(c)
 	s.conns.Store(c.id, c)
 	for _, fn := range s.onOpen {
 		fn(c)
 	}
-	return nil, gnet.None
+	return c
 }
 
-// OnClose fails the connection's pending server-side invocations and runs the close hooks.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// OnClose fails the connection's pending server-side invocations and runs
+// the close hooks, and gives its place in the connection limits back.
 func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
+		if p, _ := gc.Context().(*pendingConn); p != nil {
+			s.pending.Delete(p)
+			if !p.handedOff {
+				s.limits.release(p.addr)
+			}
+		}
 		return gnet.None
 	}
+	s.limits.release(c.addr)
 	s.conns.Delete(c.id)
 	c.markClosed()
 	if err != nil {
@@ -351,7 +448,14 @@ func (s *Server) OnClose(gc gnet.Conn, err error) gnet.Action {
 func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 	c, ok := gc.Context().(*Conn)
 	if !ok {
-		return gnet.Close
+		p, _ := gc.Context().(*pendingConn)
+		if p == nil {
+			return gnet.Close
+		}
+		var action gnet.Action
+		if c, action = s.route(gc, p); c == nil {
+			return action
+		}
 	}
 	// Answers queued by workers before this call and by the frames it
 	// handles go out together in one write when it returns; meanwhile no
@@ -369,6 +473,13 @@ func (s *Server) OnTraffic(gc gnet.Conn) gnet.Action {
 		}
 		n, err := FrameLength(prefix)
 		if err != nil {
+			if prefix[0] == tlsHandshakeByte && s.cfg.TLSMode == TLSDisabled {
+				// Only a TLS record can start so: a plain frame this long
+				// is over MaxFrameSize.
+				s.refusals.refused(c.addr, c.remote, "tlsDisabled",
+					"closing a TLS connection: this port does not serve TLS (tls.server.mode=disabled)", nil)
+				return gnet.Close
+			}
 			s.rejectPeer(c, err)
 			return gnet.Close
 		}
@@ -403,10 +514,18 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 		c := v.(*Conn)
 		if c.lastRead.Load() < deadline {
 			s.log.WithField("peer", c.remote).Info("closing idle connection")
-			_ = c.gc.Close()
+			_ = c.Close()
 		}
 		return true
 	})
+	s.pending.Range(func(k, _ any) bool {
+		if p := k.(*pendingConn); p.opened < deadline {
+			s.log.WithField("peer", p.remote).Info("closing a connection that sent nothing")
+			_ = p.gc.Close()
+		}
+		return true
+	})
+	s.refusals.prune()
 	tick := s.cfg.IdleTimeout / 4
 	if tick > 10*time.Second {
 		tick = 10 * time.Second

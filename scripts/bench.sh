@@ -5,7 +5,10 @@
 #   scripts/bench.sh [OUT_DIR]
 #
 # A nameserver and a broker start on a temporary store (ASYNC_FLUSH), then:
-# 1 KiB sync sends with 1, 4, 16 and 64 senders; async sends; batched sends;
+# 1 KiB sync sends with 1, 4, 16 and 64 senders; the 16 senders again over
+# TLS (tls-sync-w16: the nameserver and brokers run tls.server.mode=permissive
+# with a CA and certificate made by openssl for the run, so plain and TLS
+# clients share one port and one broker process); async sends; batched sends;
 # consume catch-up of CATCHUP stored messages; publish-to-receive latency at
 # 5,000 msgs/s. The broker is then restarted on a fresh SYNC_FLUSH store for
 # 64 sync senders (group commit). Then replication, each on fresh stores with
@@ -16,7 +19,7 @@
 # mqbench replag); a stopped slave catching up on REPL_MIB of commitlog
 # (repl-fill fills the master, repl-catchup times the slave from its start
 # until its max offset is the master's). Every run is bounded by `timeout`;
-# the whole matrix takes about 14*DUR + 60 s (2 min 45 s at the default on
+# the whole matrix takes about 15*DUR + 60 s (2 min 55 s at the default on
 # the 2-core VM, of which the replicated cases about 1 min).
 #
 # Environment:
@@ -33,6 +36,8 @@
 #             run into OUT_DIR/profiles/<case>.pprof (the tool's own:
 #             <case>.mqbench.pprof)
 #   BROKER_CONF   extra broker.conf lines (key=value, newline-separated)
+#   TLS       0: serve plain only and skip tls-sync-w16 (default 1; without
+#             openssl the case is skipped too)
 #   NAMESRV_PORT, BROKER_PORT, SLAVE_PORT, PPROF_PORT   loopback ports
 #             (19876, 20911, 20921, 16060); a broker's HA port is its port + 1
 # Logs, per-run outputs and table.txt go to OUT_DIR (default: a temp dir,
@@ -48,7 +53,7 @@ SLAVE_PORT=${SLAVE_PORT:-20921}
 PPROF_PORT=${PPROF_PORT:-16060}
 PPROF=${PPROF:-0}
 BUDGET_END=$((SECONDS + ${MAX_SECONDS:-570}))
-CASES=${CASES:-"sync-w1 sync-w4 sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
+CASES=${CASES:-"sync-w1 sync-w4 sync-w16 tls-sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
 OUT=${1:-$(mktemp -d /tmp/mqbench.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -64,6 +69,30 @@ for b in mqnamesrv mqbroker mqbench; do
 done
 
 NS=127.0.0.1:$NS_PORT
+
+# TLS: a throwaway CA and a certificate for 127.0.0.1; TLS_CONF holds the
+# server keys every nameserver and broker of the run gets.
+TLS_CONF=""
+TLS_CA=""
+if [[ "${TLS:-1}" == 1 ]] && [[ " $CASES " == *" tls-sync-w16 "* ]]; then
+	if command -v openssl >/dev/null; then
+		d="$SCRATCH/tls"
+		mkdir -p "$d"
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+			-subj /CN=bench-ca -keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 \
+			-keyout "$d/server.key" -out "$d/server.csr" 2>/dev/null
+		printf 'subjectAltName=IP:127.0.0.1\n' >"$d/san.ext"
+		openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 2 \
+			-extfile "$d/san.ext" -out "$d/server.pem" 2>/dev/null
+		TLS_CA="$d/ca.pem"
+		TLS_CONF="tls.server.mode=permissive
+tls.server.certPath=$d/server.pem
+tls.server.keyPath=$d/server.key"
+	else
+		echo "bench.sh: no openssl, tls-sync-w16 is skipped" >&2
+	fi
+fi
 TICK=$(getconf CLK_TCK)
 ns_pid=""
 broker_pid=""
@@ -106,6 +135,7 @@ start_namesrv() {
 bindAddress=127.0.0.1
 listenPort=$NS_PORT
 kvConfigPath=$SCRATCH/namesrv/kvConfig.json
+$TLS_CONF
 CONF
 	"$BIN/mqnamesrv" -c "$SCRATCH/namesrv.conf" -log-level warn >"$OUT/mqnamesrv.log" 2>&1 &
 	ns_pid=$!
@@ -128,6 +158,7 @@ storePathRootDir=$store
 flushDiskType=$flush
 autoCreateTopicEnable=true
 defaultTopicQueueNums=8
+$TLS_CONF
 ${BROKER_CONF:-}
 CONF
 	[[ "$PPROF" == 1 ]] && extra=(-pprof "127.0.0.1:$PPROF_PORT")
@@ -150,6 +181,7 @@ bindAddress=127.0.0.1
 listenPort=$SLAVE_PORT
 storePathRootDir=$store
 flushDiskType=ASYNC_FLUSH
+$TLS_CONF
 ${BROKER_CONF:-}
 CONF
 	"$BIN/mqbroker" -c "$SCRATCH/slave.conf" -log-level warn >>"$OUT/mqbroker-slave.log" 2>&1 &
@@ -292,6 +324,13 @@ M=(producer -s 1024 -d "${DUR}s" --queues 8)
 want sync-w1 && run_case sync-w1 ">=12000" "${M[@]}" -t BenchSync1 -w 1
 want sync-w4 && run_case sync-w4 ">=35000" "${M[@]}" -t BenchSync4 -w 4
 want sync-w16 && run_case sync-w16 ">=60000" "${M[@]}" -t BenchSync16 -w 16
+if want tls-sync-w16; then
+	if [[ -n "$TLS_CA" ]]; then
+		run_case tls-sync-w16 ">=0.6*sync-w16" "${M[@]}" -t BenchTLS16 -w 16 --tls-ca "$TLS_CA"
+	else
+		ROWS+=("$(printf "%-14s %10s" tls-sync-w16 SKIPPED)")
+	fi
+fi
 want sync-w64 && run_case sync-w64 ">=60000" "${M[@]}" -t BenchSync64 -w 64
 want async-w16 && run_case async-w16 ">=150000" "${M[@]}" -t BenchAsync -w 16 --mode async --inflight 2048
 want batch32-w16 && run_case batch32-w16 ">=150000" "${M[@]}" -t BenchBatch -w 16 --batch 32
@@ -355,6 +394,8 @@ fi
 	echo "stall = share of the run some runnable task waited for a CPU (/proc/pressure/cpu)"
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w64" {a = $2} $1 == "syncmaster-w64" {s = $2}
 		END {if (a > 0 && s > 0) printf "syncmaster-w64 / sync-w64 = %.2f (target >= 0.6)\n", s / a}'
+	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w16" {a = $2} $1 == "tls-sync-w16" {s = $2}
+		END {if (a > 0 && s > 0) printf "tls-sync-w16 / sync-w16 = %.2f (target >= 0.6)\n", s / a}'
 	echo "replag avg/p99/p999 = slave acked - master stored, per message (ms; see replag-10k.out); repl-catchup: MB/s (1e6 bytes) and seconds"
 	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.txt"

@@ -19,7 +19,8 @@ type command struct {
 	needOneOf []string
 }
 
-// option is one command-line option, as commons-cli declares it.
+// option is one command-line option, as commons-cli declares it. Options
+// of ours that Java's mqadmin lacks (TLS) have no short name.
 type option struct {
 	short    string
 	long     string
@@ -28,10 +29,33 @@ type option struct {
 	desc     string
 }
 
+// key is the name values keep the option under: its short name, else its
+// long one.
+func (o option) key() string {
+	if o.short == "" {
+		return o.long
+	}
+	return o.short
+}
+
+// display is how usage names the option on the command line.
+func (o option) display() string {
+	if o.short == "" {
+		return "--" + o.long
+	}
+	return "-" + o.short
+}
+
 // globalOptions every command accepts (ServerUtil.buildCommandlineOptions).
 var globalOptions = []option{
 	{short: "h", long: "help", desc: "Print help"},
 	{short: "n", long: "namesrvAddr", hasArg: true, desc: "Name server address list, eg: '192.168.0.1:9876;192.168.0.2:9876'"},
+	{long: "tls", desc: "Connect over TLS (implied by the other --tls options)"},
+	{long: "tlsTrustCertPath", hasArg: true, desc: "CA certificates (PEM) the servers' certificates must chain to; default the system's"},
+	{long: "tlsCertPath", hasArg: true, desc: "Client certificate (PEM), for servers with tls.server.need.client.auth"},
+	{long: "tlsKeyPath", hasArg: true, desc: "Client certificate's key (PEM)"},
+	{long: "tlsKeyPassword", hasArg: true, desc: "Password of an encrypted PKCS#8 client key"},
+	{long: "tlsVerify", hasArg: true, desc: "How to check server certificates: full (chain and address, default), chain, or none (as the official Go client)"},
 }
 
 // values are parsed options by short name.
@@ -68,7 +92,7 @@ func (c *command) allOptions() []option {
 
 func (c *command) lookup(name string, long bool) (option, bool) {
 	for _, o := range c.allOptions() {
-		if (!long && o.short == name) || (long && o.long == name) {
+		if (!long && o.short != "" && o.short == name) || (long && o.long == name) {
 			return o, true
 		}
 	}
@@ -104,18 +128,18 @@ func (c *command) parse(args []string) (values, error) {
 			if hasInline {
 				return nil, fmt.Errorf("Unrecognized option: %s", arg)
 			}
-			vals[o.short] = ""
+			vals[o.key()] = ""
 			continue
 		}
 		if hasInline {
-			vals[o.short] = inline
+			vals[o.key()] = inline
 			continue
 		}
 		if i+1 >= len(args) {
-			return nil, fmt.Errorf("Missing argument for option: %s", o.short)
+			return nil, fmt.Errorf("Missing argument for option: %s", o.key())
 		}
 		i++
-		vals[o.short] = args[i]
+		vals[o.key()] = args[i]
 	}
 	if vals.has("h") {
 		return vals, nil
@@ -149,11 +173,11 @@ func (c *command) parse(args []string) (values, error) {
 // them out: a usage line, then one line per option sorted by short name.
 func (c *command) printUsage(w io.Writer) {
 	opts := c.allOptions()
-	sort.Slice(opts, func(i, j int) bool { return strings.ToLower(opts[i].short) < strings.ToLower(opts[j].short) })
+	sort.SliceStable(opts, func(i, j int) bool { return strings.ToLower(opts[i].key()) < strings.ToLower(opts[j].key()) })
 	var b strings.Builder
 	b.WriteString("usage: mqadmin " + c.name)
 	for _, o := range opts {
-		s := "-" + o.short
+		s := o.display()
 		if o.hasArg {
 			s += " <arg>"
 		}
@@ -167,6 +191,9 @@ func (c *command) printUsage(w io.Writer) {
 	lefts := make([]string, len(opts))
 	for i, o := range opts {
 		lefts[i] = " -" + o.short + ",--" + o.long
+		if o.short == "" {
+			lefts[i] = "    --" + o.long
+		}
 		if o.hasArg {
 			lefts[i] += " <arg>"
 		}

@@ -206,13 +206,51 @@ func (e *env) Admin() (*client.Admin, error) {
 	if len(ns) == 0 {
 		return nil, client.ErrNoNameServer
 	}
-	a, err := client.NewAdmin(client.WithNameServer(strings.Join(ns, ";")), client.WithLogger(e.logger()),
-		client.WithInstanceName(fmt.Sprintf("mqadmin-%d", time.Now().UnixNano())))
+	opts := []client.Option{client.WithNameServer(strings.Join(ns, ";")), client.WithLogger(e.logger()),
+		client.WithInstanceName(fmt.Sprintf("mqadmin-%d", time.Now().UnixNano()))}
+	tlsOpt, err := e.tlsOption()
+	if err != nil {
+		return nil, err
+	}
+	if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	a, err := client.NewAdmin(opts...)
 	if err != nil {
 		return nil, err
 	}
 	e.admin = a
 	return a, nil
+}
+
+// tlsOption is the SDK option the --tls* options ask for, or nil for plain
+// connections.
+func (e *env) tlsOption() (client.Option, error) {
+	keys := []string{"tls", "tlsTrustCertPath", "tlsCertPath", "tlsKeyPath", "tlsKeyPassword", "tlsVerify"}
+	on := false
+	for _, k := range keys {
+		on = on || e.vals.has(k)
+	}
+	if !on {
+		return nil, nil
+	}
+	o := client.TLSOptions{
+		TrustCertPath: e.vals.get("tlsTrustCertPath"),
+		CertPath:      e.vals.get("tlsCertPath"),
+		KeyPath:       e.vals.get("tlsKeyPath"),
+		KeyPassword:   e.vals.get("tlsKeyPassword"),
+	}
+	switch v := strings.ToLower(e.vals.get("tlsVerify")); v {
+	case "", "full":
+		o.Verify = client.VerifyFull
+	case "chain":
+		o.Verify = client.VerifyChain
+	case "none":
+		o.Verify = client.VerifyNone
+	default:
+		return nil, fmt.Errorf("%w: --tlsVerify wants full, chain or none, got %q", errUsage, v)
+	}
+	return client.WithTLS(o), nil
 }
 
 // logger reports the SDK's warnings on stderr.

@@ -57,13 +57,13 @@ func runConsumer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if f.from == "first" {
 		from = client.ConsumeFromFirstOffset
 	}
-	pc, err := client.NewPullConsumer(
+	pc, err := client.NewPullConsumer(f.withTLS(
 		client.WithNameServer(splitAddrs(f.namesrv)...),
 		client.WithGroupName(f.group),
 		client.WithConsumeFromWhere(from),
 		client.WithPullBatchSize(int32(f.batch)),
 		client.WithLogger(log),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

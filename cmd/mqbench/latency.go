@@ -64,8 +64,8 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	addrs := splitAddrs(f.namesrv)
-	p, err := client.NewProducer(client.WithNameServer(addrs...),
-		client.WithGroupName(fmt.Sprintf("benchmark_latency_producer_%d", os.Getpid())), client.WithLogger(log))
+	p, err := client.NewProducer(f.withTLS(client.WithNameServer(addrs...),
+		client.WithGroupName(fmt.Sprintf("benchmark_latency_producer_%d", os.Getpid())), client.WithLogger(log))...)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := warmUp(ctx, p, f.topic, make([]byte, f.size), 15*time.Second); err != nil {
 		return err
 	}
-	pc, err := startLatencyConsumer(ctx, addrs, f.topic,
+	pc, err := startLatencyConsumer(ctx, &f.commonFlags, f.topic,
 		fmt.Sprintf("benchmark_latency_%d_%x", os.Getpid(), runID[:4]), log, 15*time.Second)
 	if err != nil {
 		return err
@@ -134,12 +134,13 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // startLatencyConsumer starts a pull consumer of topic, retrying while the
 // nameserver has no route yet: an auto-created topic reaches it with the
 // broker's next registration.
-func startLatencyConsumer(ctx context.Context, addrs []string, topic, group string, log logrus.FieldLogger, limit time.Duration) (*client.PullConsumer, error) {
+func startLatencyConsumer(ctx context.Context, f *commonFlags, topic, group string, log logrus.FieldLogger, limit time.Duration) (*client.PullConsumer, error) {
+	addrs := splitAddrs(f.namesrv)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
-		pc, err := client.NewPullConsumer(client.WithNameServer(addrs...), client.WithGroupName(group),
-			client.WithConsumeFromWhere(client.ConsumeFromLastOffset), client.WithLogger(log))
+		pc, err := client.NewPullConsumer(f.withTLS(client.WithNameServer(addrs...), client.WithGroupName(group),
+			client.WithConsumeFromWhere(client.ConsumeFromLastOffset), client.WithLogger(log))...)
 		if err != nil {
 			return nil, err
 		}

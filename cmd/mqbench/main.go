@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/client"
 )
 
 func main() {
@@ -107,6 +109,12 @@ type commonFlags struct {
 	count    int64
 	logLevel string
 	cpuprof  string
+
+	tls       bool
+	tlsCA     string
+	tlsCert   string
+	tlsKey    string
+	tlsVerify string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -120,6 +128,34 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.count, "count", 0, "stop after this many messages (0: only -d bounds the run)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "client log level: debug, info, warn, error")
 	fs.StringVar(&c.cpuprof, "cpuprofile", "", "write the tool's own CPU profile to this file")
+	fs.BoolVar(&c.tls, "tls", false, "connect to nameservers and brokers over TLS")
+	fs.StringVar(&c.tlsCA, "tls-ca", "", "CA certificates (PEM) server certificates must chain to (implies --tls; default: the system's)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate (PEM), for servers that ask for one (implies --tls)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the client certificate's key (PEM)")
+	fs.StringVar(&c.tlsVerify, "tls-verify", "full", "server certificate check: full (chain and address), chain, or none")
+}
+
+// tlsOptions is what the --tls flags ask for; false: plain connections.
+func (c *commonFlags) tlsOptions() (client.TLSOptions, bool) {
+	if !c.tls && c.tlsCA == "" && c.tlsCert == "" {
+		return client.TLSOptions{}, false
+	}
+	o := client.TLSOptions{TrustCertPath: c.tlsCA, CertPath: c.tlsCert, KeyPath: c.tlsKey}
+	switch c.tlsVerify {
+	case "chain":
+		o.Verify = client.VerifyChain
+	case "none":
+		o.Verify = client.VerifyNone
+	}
+	return o, true
+}
+
+// withTLS appends the TLS option the --tls flags ask for, if any, to opts.
+func (c *commonFlags) withTLS(opts ...client.Option) []client.Option {
+	if o, ok := c.tlsOptions(); ok {
+		opts = append(opts, client.WithTLS(o))
+	}
+	return opts
 }
 
 // startProfile starts the tool's CPU profile when asked; the returned func
@@ -152,6 +188,11 @@ func (c *commonFlags) validate() error {
 	}
 	if c.topic == "" {
 		return fmt.Errorf("%w: -t must name a topic", errBadFlag)
+	}
+	switch c.tlsVerify {
+	case "full", "chain", "none":
+	default:
+		return fmt.Errorf("%w: --tls-verify must be full, chain or none", errBadFlag)
 	}
 	return nil
 }

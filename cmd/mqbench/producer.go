@@ -81,17 +81,17 @@ func runProducer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer stopProfile()
 	if f.queues > 0 {
-		if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log); err != nil {
+		if err := createTopic(ctx, &f.commonFlags, f.topic, f.queues, log); err != nil {
 			return err
 		}
 	}
-	p, err := client.NewProducer(
+	p, err := client.NewProducer(f.withTLS(
 		client.WithNameServer(splitAddrs(f.namesrv)...),
 		client.WithGroupName(fmt.Sprintf("benchmark_producer_%d", os.Getpid())),
 		client.WithSendTimeout(f.timeout),
 		client.WithMaxAsyncInFlight(f.inflight),
 		client.WithLogger(log),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -140,8 +140,8 @@ func splitAddrs(s string) []string {
 }
 
 // createTopic creates topic with n read and write queues on every master.
-func createTopic(ctx context.Context, namesrv, topic string, n int, log logrus.FieldLogger) error {
-	a, err := client.NewAdmin(client.WithNameServer(splitAddrs(namesrv)...), client.WithLogger(log))
+func createTopic(ctx context.Context, f *commonFlags, topic string, n int, log logrus.FieldLogger) error {
+	a, err := client.NewAdmin(f.withTLS(client.WithNameServer(splitAddrs(f.namesrv)...), client.WithLogger(log))...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -36,8 +37,8 @@ type brokerAdmin struct {
 	cl *remoting.Client
 }
 
-func newBrokerAdmin(log logrus.FieldLogger) *brokerAdmin {
-	return &brokerAdmin{cl: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second})}
+func newBrokerAdmin(log logrus.FieldLogger, tlsCfg *tls.Config) *brokerAdmin {
+	return &brokerAdmin{cl: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second, TLS: tlsCfg})}
 }
 
 func (a *brokerAdmin) close() { _ = a.cl.Close() }
@@ -176,7 +177,7 @@ func runHACatchup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer stopProfile()
 	start := time.Now()
-	a := newBrokerAdmin(log)
+	a := newBrokerAdmin(log, nil)
 	defer a.close()
 	ctx, cancel := context.WithTimeout(ctx, f.duration)
 	defer cancel()
@@ -324,16 +325,22 @@ func runReplag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	r := &replagRun{f: &f, a: newBrokerAdmin(log), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
+	var tlsCfg *tls.Config
+	if o, ok := f.tlsOptions(); ok {
+		if tlsCfg, err = remoting.ClientTLSConfig(o); err != nil {
+			return err
+		}
+	}
+	r := &replagRun{f: &f, a: newBrokerAdmin(log, tlsCfg), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
 		runID: binary.BigEndian.Uint64(id[:])}
 	defer r.a.close()
 	r.got[0], r.got[1] = map[int32][]pulled{}, map[int32][]pulled{}
 
-	if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log); err != nil {
+	if err := createTopic(ctx, &f.commonFlags, f.topic, f.queues, log); err != nil {
 		return err
 	}
-	p, err := client.NewProducer(client.WithNameServer(splitAddrs(f.namesrv)...),
-		client.WithGroupName(fmt.Sprintf("benchmark_replag_producer_%d", os.Getpid())), client.WithLogger(log))
+	p, err := client.NewProducer(f.withTLS(client.WithNameServer(splitAddrs(f.namesrv)...),
+		client.WithGroupName(fmt.Sprintf("benchmark_replag_producer_%d", os.Getpid())), client.WithLogger(log))...)
 	if err != nil {
 		return err
 	}

@@ -550,7 +550,7 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 		remark += " (" + res.Err.Error() + ")"
 	}
 	resp := respond(req, code, remark)
-	if !res.OK() && res.Status != store.FlushSlaveTimeout && res.Status != store.SlaveNotAvailable {
+	if !res.OK() {
 		b.log.WithFields(logrus.Fields{"topic": h.topic, "status": res.Status, "reason": res.Err}).Warn("send refused by the store")
 		return resp
 	}

@@ -91,9 +91,17 @@ type PutResult struct {
 	MsgNum         int
 }
 
-// OK reports whether the message is stored (PutOK or FlushDiskTimeout with
-// the data in the page cache).
-func (r PutResult) OK() bool { return r.Status == PutOK || r.Status == FlushDiskTimeout }
+// OK reports whether the message is stored (RocketMQ's isOk: appended):
+// PutOK, or appended but not as durable as asked (FlushDiskTimeout,
+// FlushSlaveTimeout, SlaveNotAvailable: the data is in the page cache).
+// A caller that retries on !OK would store a second copy otherwise.
+func (r PutResult) OK() bool {
+	switch r.Status {
+	case PutOK, FlushDiskTimeout, FlushSlaveTimeout, SlaveNotAvailable:
+		return true
+	}
+	return false
+}
 
 // DispatchRequest is what the dispatcher needs from one record.
 type DispatchRequest struct {
@@ -677,6 +685,9 @@ func (cl *CommitLog) putBytes(mf *MappedFile, b []byte, pos int) error {
 // ctx ends (then FLUSH_DISK_TIMEOUT with the cause).
 func (cl *CommitLog) waitFlushed(ctx context.Context, res PutResult) PutResult {
 	if cl.replica.Load() == nil {
+		if cl.cfg.FlushDiskType != SyncFlush {
+			return res // the waiter was removed since the append: nothing to wait for (as OnDurable)
+		}
 		if err := cl.flush.waitFlushed(ctx, res.WroteOffset+int64(res.WroteBytes)); err != nil {
 			res.Status = FlushDiskTimeout
 			res.Err = err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,5 +73,35 @@ func TestReplicaWaiterJoinsDurability(t *testing.T) {
 				assert.Equal(t, ft == SyncFlush, mustWait, "without a waiter only SYNC_FLUSH waits")
 			})
 		}
+	}
+}
+
+// A put that saw a replica waiter at its append, whose waiter was removed
+// before its wait (a role change, a shutdown), waits for nothing more
+// under ASYNC_FLUSH: the blocking wait agrees with OnDurable, instead of
+// waiting SyncFlushTimeout for a group commit that never runs.
+func TestReplicaWaiterRemovedBeforeWait(t *testing.T) {
+	cfg := testConfig(t.TempDir(), AsyncFlush)
+	cfg.SyncFlushTimeout = time.Minute
+	s := MustOpen(t, cfg)
+	s.SetReplicaWaiter(func(int64, func(ReplicaResult)) {})
+	res, mustWait := s.AppendMessage(newTestMessage("T", 0, body(1, 100), "", ""))
+	require.True(t, mustWait)
+	s.SetReplicaWaiter(nil)
+	assert.Equal(t, PutOK, s.commitLog.waitFlushed(context.Background(), res).Status)
+	var c collect
+	c.wg.Add(1)
+	s.OnDurable(res, c.done)
+	assert.Equal(t, PutOK, c.wait(t)[0].Status)
+}
+
+// Stored-but-not-replicated outcomes count as stored: a caller retrying on
+// !OK would store a second copy.
+func TestPutResultOKCountsAppended(t *testing.T) {
+	for st, want := range map[PutStatus]bool{
+		PutOK: true, FlushDiskTimeout: true, FlushSlaveTimeout: true, SlaveNotAvailable: true,
+		ServiceNotAvailable: false, MessageIllegal: false, CreateMappedFileFailed: false, UnknownError: false,
+	} {
+		assert.Equal(t, want, PutResult{Status: st}.OK(), st.String())
 	}
 }

@@ -223,11 +223,37 @@ func reserveBlocks(f *os.File, off, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	err := unix.Fallocate(int(f.Fd()), 0, int64(off), int64(n))
+	err := fallocate(int(f.Fd()), 0, int64(off), int64(n))
 	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return err
 	}
 	return writeZeros(f, off, n)
+}
+
+// reserveHoles is reserveBlocks for a file that may hold data in
+// [off, off+n) (a mapped file loaded from disk): without fallocate, zeros
+// are written into its holes only, never over bytes it holds.
+func reserveHoles(f *os.File, off, n int) error {
+	err := fallocate(int(f.Fd()), 0, int64(off), int64(n))
+	if err == nil || !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
+		return err
+	}
+	fd, end := int(f.Fd()), int64(off+n)
+	for pos := int64(off); pos < end; {
+		hole, err := unix.Seek(fd, pos, unix.SEEK_HOLE)
+		if err != nil || hole >= end {
+			return nil // no hole left (or none the file system can tell)
+		}
+		data, err := unix.Seek(fd, hole, unix.SEEK_DATA)
+		if err != nil || data > end {
+			data = end // ENXIO: nothing but hole up to the end of the file
+		}
+		if err := writeZeros(f, int(hole), int(data-hole)); err != nil {
+			return err
+		}
+		pos = data
+	}
+	return nil
 }
 
 // writeZeros writes n zero bytes at off.
@@ -261,7 +287,7 @@ func (mf *MappedFile) ensureBacked(end, chunk int) error {
 		return fmt.Errorf("%w: %s", ErrFileUnavailable, mf.path)
 	}
 	defer mf.Release()
-	if err := reserveBlocks(mf.file, mf.backed, upTo-mf.backed); err != nil {
+	if err := reserveHoles(mf.file, mf.backed, upTo-mf.backed); err != nil {
 		return fmt.Errorf("store: reserve blocks of %s [%d,%d): %w", mf.path, mf.backed, upTo, noSpace(err))
 	}
 	mf.backed = upTo
@@ -571,3 +597,7 @@ func (mf *MappedFile) syncWhole() error {
 	}
 	return nil
 }
+
+// fallocate is unix.Fallocate; a variable so a test can act as a file
+// system without it.
+var fallocate = unix.Fallocate

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -289,4 +290,43 @@ func TestMappedFileResident(t *testing.T) {
 	require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
 	assert.False(t, mf.resident(page+3), "dropped from the page cache")
 	assert.Equal(t, "touched", string(mf.Buffer()[page:page+7]), "and read back from disk")
+}
+
+// noFallocate makes the store act on a file system without fallocate(2)
+// for the rest of the test (store tests do not run in parallel).
+func noFallocate(t *testing.T) {
+	fallocate = func(int, uint32, int64, int64) error { return unix.EOPNOTSUPP }
+	t.Cleanup(func() { fallocate = unix.Fallocate }) // registered first: runs after the stores' cleanups
+}
+
+// On a file system without fallocate, a file loaded from disk gets zeros
+// written into its holes only: the first put after a restart used to zero
+// the whole newest commitlog file, acknowledged records included.
+func TestNoFallocateKeepsLoadedData(t *testing.T) {
+	noFallocate(t)
+	cfg := testConfig(t.TempDir(), SyncFlush)
+	s := MustOpen(t, cfg)
+	first := mustPut(t, s, newTestMessage("T", 0, body(1, 100), "", "k1"))
+	require.NoError(t, s.Shutdown(context.Background()))
+
+	s = MustOpen(t, cfg)
+	mustPut(t, s, newTestMessage("T", 0, body(2, 100), "", "k2"))
+	rec, ok := s.SelectOneMessageByOffset(first.WroteOffset)
+	require.True(t, ok, "the first message, acknowledged under SYNC_FLUSH, is gone after one more put")
+	rec.Release()
+	assert.Len(t, pullAll(t, s, "T", 0, nil), 2)
+}
+
+// Without fallocate, ensureBacked still backs the holes it must.
+func TestNoFallocateFillsHoles(t *testing.T) {
+	noFallocate(t)
+	mf, err := createMappedFile(filepath.Join(t.TempDir(), "f"), 0, 1<<20, 4096, false)
+	require.NoError(t, err)
+	defer mf.Destroy(0)
+	copy(mf.Buffer(), "data")
+	require.NoError(t, mf.ensureBacked(512<<10, 0))
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(int(mf.file.Fd()), &st))
+	assert.GreaterOrEqual(t, st.Blocks*512, int64(1<<20), "whole file backed")
+	assert.Equal(t, "data", string(mf.Buffer()[:4]))
 }

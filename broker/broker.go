@@ -70,9 +70,12 @@ type Broker struct {
 	timer    *timerService
 	trans    *transactionService
 
-	// wg and stop own the broker's loops (registerLoop).
-	wg   sync.WaitGroup
-	stop chan struct{}
+	// wg and stop own the broker's loops (registerLoop); stopCtx ends with
+	// stop, for calls a loop makes (a slave's sync from its master).
+	wg         sync.WaitGroup
+	stop       chan struct{}
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
 
 	ip        netip.Addr                     // brokerIP1, resolved
 	storeHost atomic.Pointer[netip.AddrPort] // ip:real port, set once listening
@@ -129,6 +132,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		bootTime:    time.Now(),
 		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
+	b.stopCtx, b.cancelStop = context.WithCancel(context.Background())
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)
 	b.topics.SetOnChange(b.triggerRegister)
@@ -268,6 +272,7 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		started, storeOpen := b.started, b.storeOpen
 		b.startMu.Unlock()
 		close(b.stop)
+		b.cancelStop()
 		b.wg.Wait()
 		var errs []error
 		if started && storeOpen {

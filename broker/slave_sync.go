@@ -96,7 +96,7 @@ func (b *Broker) syncFromMaster() error {
 // callMaster sends one request to the master and returns the body of its
 // SUCCESS answer.
 func (b *Broker) callMaster(master string, code remoting.RequestCode) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), slaveSyncTimeout)
+	ctx, cancel := context.WithTimeout(b.stopCtx, slaveSyncTimeout) // a shutdown does not wait for a silent master
 	defer cancel()
 	resp, err := b.nsClient.InvokeSync(ctx, master, remoting.NewRequest(code, nil, nil))
 	if err != nil {

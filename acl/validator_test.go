@@ -66,7 +66,7 @@ func TestBrokenFileKeepsRules(t *testing.T) {
 	v, path, hook := newTestValidator(t, pubAccount)
 	v.Start()
 	for _, broken := range []string{
-		"accounts:\n  - accessKey: producer1\n    secretKey: [unclosed\n",                    // not YAML
+		"accounts:\n  - accessKey: producer1\n    secretKey: [unclosed\n",                  // not YAML
 		"accounts:\n  - {accessKey: producer1, secretKey: short, defaultTopicPerm: SUB}\n", // refused by the rules
 	} {
 		hook.Reset()

@@ -213,6 +213,7 @@ func (v *Validator) edit(change func(root *yaml.Node) error) error {
 	}
 	v.rules.Store(rules)
 	v.seen = sha256.Sum256(out)
+	v.loadErr = nil
 	v.log.WithFields(map[string]any{"accounts": rules.Accounts(), "dataVersion": next}).Info("ACL file updated by an admin request")
 	return nil
 }

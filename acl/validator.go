@@ -54,8 +54,9 @@ type Validator struct {
 
 	// mu serialises file writes (admin edits) with reloads, and guards
 	// seen: the hash of the file content last read or written.
-	mu   sync.Mutex
-	seen [sha256.Size]byte
+	mu      sync.Mutex
+	seen    [sha256.Size]byte
+	loadErr error // why the content last seen is not in force; nil when it is
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -128,6 +129,14 @@ func (v *Validator) Path() string { return v.path }
 // Rules are the rules in force.
 func (v *Validator) Rules() *Rules { return v.rules.Load() }
 
+// LoadError is why the file's current content is not in force (it does not
+// parse or compile; the last good rules are), or nil when it is.
+func (v *Validator) LoadError() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.loadErr
+}
+
 // Refused counts the requests refused since the validator was made.
 func (v *Validator) Refused() int64 { return v.refused.Load() }
 
@@ -190,9 +199,11 @@ func (v *Validator) Reload(data []byte) bool {
 	v.seen = sum
 	rules, err := v.compile(data)
 	if err != nil {
+		v.loadErr = err
 		v.log.WithError(err).Error("the ACL file changed but does not load; the previous rules stay in force until it is fixed")
 		return false
 	}
+	v.loadErr = nil
 	v.rules.Store(rules)
 	v.log.WithFields(logrus.Fields{"accounts": rules.Accounts(), "globalWhiteRemoteAddresses": len(rules.global),
 		"dataVersion": rules.version.Counter}).Info("ACL rules reloaded")

@@ -80,6 +80,7 @@ func TestBrokenFileKeepsRules(t *testing.T) {
 			return false
 		}, 10*time.Second, 10*time.Millisecond)
 		assert.NoError(t, v.Rules().Check("127.0.0.1:1", sendAs("producer1", "producer-secret", "T")), "the old rules hold")
+		assert.ErrorIs(t, v.LoadError(), ErrBadFile)
 	}
 	// Logged once per broken content, not at every look.
 	countErrors := func() int {
@@ -100,6 +101,7 @@ func TestBrokenFileKeepsRules(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return v.Rules().Check("127.0.0.1:1", sendAs("producer1", "producer-secret", "T")) != nil
 	}, 10*time.Second, 10*time.Millisecond)
+	assert.NoError(t, v.LoadError())
 }
 
 func TestNewValidatorNeedsAGoodFile(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gorocketmq/gorocketmq/acl"
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
@@ -87,6 +88,8 @@ type Broker struct {
 
 	ha replication // the HA master or slave (ha.go)
 
+	acl *acl.Validator // the ACL rules when aclEnable (acl.go), else nil
+
 	// A slave's view of its master (register.go, slave_sync.go).
 	masterAddr atomic.Pointer[string] // the master's broker address, from REGISTER_BROKER answers
 	onHAMaster func(haAddr string)    // told the master's HA address (the replication client)
@@ -132,12 +135,24 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)
 	b.topics.SetOnChange(b.triggerRegister)
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log})
+	sign, err := innerSigner(cfg.InnerClientAuthenticationCredentials)
+	if err != nil {
+		return nil, err
+	}
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log, BeforeRequest: sign})
+	if b.acl, err = newACL(b); err != nil {
+		return nil, err
+	}
+	var authorize remoting.Authorizer
+	if b.acl != nil {
+		authorize = b.acl.Authorize
+	}
 	b.server = remoting.NewServer(remoting.ServerConfig{
 		Addr:          cfg.ListenAddr(),
 		Logger:        log,
 		IdleTimeout:   time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
 		NumEventLoops: cfg.ServerSelectorThreads,
+		Authorize:     authorize,
 	})
 	// Queues are channels allocated up front, unlike Java's lazy linked
 	// queues, so RocketMQ's million-entry capacities are capped.
@@ -171,6 +186,7 @@ func (b *Broker) registerProcessors() {
 	b.registerTransactionProcessor()
 	b.registerResetOffsetProcessor()
 	b.registerDelayOffsetProcessor()
+	b.registerACLProcessors()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,
@@ -187,6 +203,9 @@ func (b *Broker) Start() error {
 		return ErrAlreadyStarted
 	}
 	b.started = true
+	if b.acl != nil {
+		b.acl.Start()
+	}
 	st, err := store.Open(b.cfg.StoreConfig(), b.log)
 	if err != nil {
 		return fmt.Errorf("broker: open store: %w", err)
@@ -194,6 +213,9 @@ func (b *Broker) Start() error {
 	b.store = st
 	b.storeOpen = true
 	fail := func(err error) error {
+		if b.acl != nil {
+			b.acl.Close()
+		}
 		if serr := b.stopReplication(context.Background()); serr != nil {
 			b.log.WithError(serr).Error("stopping replication after a failed start")
 		}
@@ -279,6 +301,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("broker: shut down store: %w", err))
 			}
 		}
+		if b.acl != nil {
+			b.acl.Close()
+		}
 		if err := b.nsClient.Close(); err != nil && !errors.Is(err, remoting.ErrClientClosed) {
 			errs = append(errs, err)
 		}
@@ -327,6 +352,9 @@ func (b *Broker) StoreHost() netip.AddrPort { return *b.storeHost.Load() }
 
 // Store is the message store (nil before Start).
 func (b *Broker) Store() *store.Store { return b.store }
+
+// ACL is the ACL validator, nil unless aclEnable.
+func (b *Broker) ACL() *acl.Validator { return b.acl }
 
 // Topics is the topic table.
 func (b *Broker) Topics() *TopicConfigManager { return b.topics }

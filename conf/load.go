@@ -218,8 +218,13 @@ func CanonicalKey(cfg any, key string) (string, bool) {
 	return name, err == nil
 }
 
+// Redacted is what Format prints for a set secret.
+const Redacted = "******"
+
 // Format renders cfg as a properties file, one key=value line per key in
-// declaration order: what `-p` prints and GET_*_CONFIG returns.
+// declaration order: what `-p` prints and GET_*_CONFIG returns. A field
+// tagged conf:"secret" shows Redacted when set: GET_BROKER_CONFIG answers
+// anyone the ACL lets through.
 func Format(cfg any) string {
 	sv, fs, err := fieldsOf(cfg)
 	if err != nil {
@@ -229,7 +234,12 @@ func Format(cfg any) string {
 	for _, f := range fs {
 		b.WriteString(f.key)
 		b.WriteByte('=')
-		b.WriteString(escapePropertyValue(fmt.Sprint(sv.Field(f.index).Interface())))
+		v := sv.Field(f.index)
+		if sv.Type().Field(f.index).Tag.Get("conf") == "secret" && !v.IsZero() {
+			b.WriteString(Redacted)
+		} else {
+			b.WriteString(escapePropertyValue(fmt.Sprint(v.Interface())))
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()

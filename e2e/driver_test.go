@@ -224,8 +224,14 @@ type RemoteProducer struct {
 // NewProducer starts a producer; selector is "", "hash" or "manual".
 func (d *Driver) NewProducer(t testing.TB, selector string) *RemoteProducer {
 	t.Helper()
+	return d.NewProducerSpec(t, ProducerSpec{Selector: selector})
+}
+
+// NewProducerSpec starts a producer configured by spec.
+func (d *Driver) NewProducerSpec(t testing.TB, spec ProducerSpec) *RemoteProducer {
+	t.Helper()
 	var h string
-	d.must(t, "producer.new", ProducerSpec{Selector: selector}, &h)
+	d.must(t, "producer.new", spec, &h)
 	return &RemoteProducer{d: d, h: h}
 }
 
@@ -346,6 +352,15 @@ func (p *RemotePull) PullFrom(t testing.TB, offset int64, n int) PullFromRes {
 	var r PullFromRes
 	p.d.must(t, "pull.pullFrom", pullFromArgs{Handle: p.h, Offset: offset, N: n}, &r)
 	return r
+}
+
+// TryPullFrom is PullFrom returning the client's error instead of
+// requiring success.
+func (p *RemotePull) TryPullFrom(t testing.TB, offset int64, n int) (PullFromRes, error) {
+	t.Helper()
+	var r PullFromRes
+	err := p.d.call(t, "pull.pullFrom", pullFromArgs{Handle: p.h, Offset: offset, N: n}, &r)
+	return r, err
 }
 
 // Persist commits the acknowledged offsets to the broker.

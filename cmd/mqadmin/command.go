@@ -13,8 +13,8 @@ type command struct {
 	name    string
 	aliases []string // other names it answers to (Java's commandAlias)
 	desc    string
-	opts []option // its own options, in Java's declaration order
-	run  func(e *env) error
+	opts    []option // its own options, in Java's declaration order
+	run     func(e *env) error
 	// needOneOf names options of which at least one must be given (Java's
 	// required OptionGroup, or commands that print help without -b/-c).
 	needOneOf []string

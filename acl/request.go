@@ -43,7 +43,8 @@ type request struct {
 	unreadable    string  // why the resources could not be read (refused)
 	body          []byte
 	needs         []need
-	content       []byte // scratch for the signed bytes
+	content       []byte   // scratch for the signed bytes
+	sum           [20]byte // the MAC (heap room: a stack array passed to Sum escapes)
 }
 
 var requestPool = sync.Pool{New: func() any {

@@ -113,21 +113,20 @@ func (a *account) signatureMatches(req *request) bool {
 	if req.signature == "" {
 		return false
 	}
-	if a.signatureIs(req.signature, req.signedContent(true), req.body) {
+	if a.signatureIs(req, true) {
 		return true
 	}
-	return req.securityToken != "" && a.signatureIs(req.signature, req.signedContent(false), req.body)
+	return req.securityToken != "" && a.signatureIs(req, false)
 }
 
-func (a *account) signatureIs(sig string, content, body []byte) bool {
+func (a *account) signatureIs(req *request, withToken bool) bool {
 	m := a.mac()
-	m.Write(content)
-	m.Write(body)
-	var sum [20]byte
+	m.Write(req.signedContent(withToken))
+	m.Write(req.body)
 	var enc [28]byte // base64 of 20 bytes, padded
-	base64.StdEncoding.Encode(enc[:], m.Sum(sum[:0]))
+	base64.StdEncoding.Encode(enc[:], m.Sum(req.sum[:0]))
 	a.macs.Put(m)
-	return len(sig) == len(enc) && hmac.Equal(enc[:], []byte(sig))
+	return len(req.signature) == len(enc) && hmac.Equal(enc[:], []byte(req.signature))
 }
 
 // addrText names a peer address in a remark.

@@ -389,3 +389,35 @@ func FuzzParseFile(f *testing.F) {
 		_ = rules.Check("[::1]:1", req)
 	})
 }
+
+// TestCheckAllocs: checking a signed send costs one allocation for a
+// RawExt header (its one string copy) and none for a map header.
+func TestCheckAllocs(t *testing.T) {
+	rules := mustRules(t, sampleACL)
+	jsonReq := signedRequest(remoting.SendMessageV2, "RocketMQ", "12345678", map[string]string{"a": "pg", "b": "topicB"}, make([]byte, 1024))
+	raw := remoting.NewRequest(remoting.SendMessageV2, nil, make([]byte, 1024))
+	raw.RawExt = remoting.AppendField(remoting.AppendField(nil, "a", "pg"), "b", "topicB")
+	Credentials{AccessKey: "RocketMQ", SecretKey: "12345678"}.Sign(raw)
+	for k, v := range raw.ExtFields {
+		raw.RawExt = remoting.AppendField(raw.RawExt, k, v)
+	}
+	raw.ExtFields = nil
+	require.NoError(t, rules.Check("127.0.0.1:1", jsonReq))
+	require.NoError(t, rules.Check("127.0.0.1:1", raw))
+	assert.Zero(t, testing.AllocsPerRun(200, func() { _ = rules.Check("127.0.0.1:1", jsonReq) }))
+	assert.LessOrEqual(t, testing.AllocsPerRun(200, func() { _ = rules.Check("127.0.0.1:1", raw) }), 1.0)
+}
+
+func BenchmarkCheckSignedSend(b *testing.B) {
+	rules := mustRules(b, sampleACL)
+	req := signedRequest(remoting.SendMessageV2, "RocketMQ", "12345678", map[string]string{"a": "pg", "b": "topicB", "c": "TBW102",
+		"d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0", "i": "UNIQ_KEY\x01AC11000100002A9F0000000000000000\x02WAIT\x01true\x02",
+		"j": "0", "k": "false", "l": "0", "m": "false", "n": "broker-a"}, make([]byte, 1024))
+	b.SetBytes(1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rules.Check("127.0.0.1:40000", req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

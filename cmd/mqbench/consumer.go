@@ -63,6 +63,7 @@ func runConsumer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		client.WithConsumeFromWhere(from),
 		client.WithPullBatchSize(int32(f.batch)),
 		client.WithLogger(log),
+		f.credentials(),
 	)
 	if err != nil {
 		return err

@@ -65,7 +65,7 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	addrs := splitAddrs(f.namesrv)
 	p, err := client.NewProducer(client.WithNameServer(addrs...),
-		client.WithGroupName(fmt.Sprintf("benchmark_latency_producer_%d", os.Getpid())), client.WithLogger(log))
+		client.WithGroupName(fmt.Sprintf("benchmark_latency_producer_%d", os.Getpid())), client.WithLogger(log), f.credentials())
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	pc, err := startLatencyConsumer(ctx, addrs, f.topic,
-		fmt.Sprintf("benchmark_latency_%d_%x", os.Getpid(), runID[:4]), log, 15*time.Second)
+		fmt.Sprintf("benchmark_latency_%d_%x", os.Getpid(), runID[:4]), log, 15*time.Second, f.credentials())
 	if err != nil {
 		return err
 	}
@@ -134,12 +134,12 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // startLatencyConsumer starts a pull consumer of topic, retrying while the
 // nameserver has no route yet: an auto-created topic reaches it with the
 // broker's next registration.
-func startLatencyConsumer(ctx context.Context, addrs []string, topic, group string, log logrus.FieldLogger, limit time.Duration) (*client.PullConsumer, error) {
+func startLatencyConsumer(ctx context.Context, addrs []string, topic, group string, log logrus.FieldLogger, limit time.Duration, cred client.Option) (*client.PullConsumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
 		pc, err := client.NewPullConsumer(client.WithNameServer(addrs...), client.WithGroupName(group),
-			client.WithConsumeFromWhere(client.ConsumeFromLastOffset), client.WithLogger(log))
+			client.WithConsumeFromWhere(client.ConsumeFromLastOffset), client.WithLogger(log), cred)
 		if err != nil {
 			return nil, err
 		}

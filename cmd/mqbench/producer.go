@@ -81,7 +81,7 @@ func runProducer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	defer stopProfile()
 	if f.queues > 0 {
-		if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log); err != nil {
+		if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log, f.credentials()); err != nil {
 			return err
 		}
 	}
@@ -91,6 +91,7 @@ func runProducer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		client.WithSendTimeout(f.timeout),
 		client.WithMaxAsyncInFlight(f.inflight),
 		client.WithLogger(log),
+		f.credentials(),
 	)
 	if err != nil {
 		return err
@@ -140,8 +141,8 @@ func splitAddrs(s string) []string {
 }
 
 // createTopic creates topic with n read and write queues on every master.
-func createTopic(ctx context.Context, namesrv, topic string, n int, log logrus.FieldLogger) error {
-	a, err := client.NewAdmin(client.WithNameServer(splitAddrs(namesrv)...), client.WithLogger(log))
+func createTopic(ctx context.Context, namesrv, topic string, n int, log logrus.FieldLogger, cred client.Option) error {
+	a, err := client.NewAdmin(client.WithNameServer(splitAddrs(namesrv)...), client.WithLogger(log), cred)
 	if err != nil {
 		return err
 	}

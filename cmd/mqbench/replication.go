@@ -36,8 +36,13 @@ type brokerAdmin struct {
 	cl *remoting.Client
 }
 
-func newBrokerAdmin(log logrus.FieldLogger) *brokerAdmin {
-	return &brokerAdmin{cl: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second})}
+// newBrokerAdmin signs its requests with -ak/-sk when c has them.
+func newBrokerAdmin(log logrus.FieldLogger, c *commonFlags) *brokerAdmin {
+	cfg := remoting.ClientConfig{Logger: log, DialTimeout: time.Second}
+	if cred := (client.Credentials{AccessKey: c.accessKey, SecretKey: c.secretKey}); cred.AccessKey != "" && cred.SecretKey != "" {
+		cfg.BeforeRequest = func(_ string, req *remoting.Command) { client.Sign(cred, req) }
+	}
+	return &brokerAdmin{cl: remoting.NewClient(cfg)}
 }
 
 func (a *brokerAdmin) close() { _ = a.cl.Close() }
@@ -176,7 +181,7 @@ func runHACatchup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer stopProfile()
 	start := time.Now()
-	a := newBrokerAdmin(log)
+	a := newBrokerAdmin(log, &f.commonFlags)
 	defer a.close()
 	ctx, cancel := context.WithTimeout(ctx, f.duration)
 	defer cancel()
@@ -324,16 +329,16 @@ func runReplag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	r := &replagRun{f: &f, a: newBrokerAdmin(log), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
+	r := &replagRun{f: &f, a: newBrokerAdmin(log, &f.commonFlags), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
 		runID: binary.BigEndian.Uint64(id[:])}
 	defer r.a.close()
 	r.got[0], r.got[1] = map[int32][]pulled{}, map[int32][]pulled{}
 
-	if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log); err != nil {
+	if err := createTopic(ctx, f.namesrv, f.topic, f.queues, log, f.credentials()); err != nil {
 		return err
 	}
 	p, err := client.NewProducer(client.WithNameServer(splitAddrs(f.namesrv)...),
-		client.WithGroupName(fmt.Sprintf("benchmark_replag_producer_%d", os.Getpid())), client.WithLogger(log))
+		client.WithGroupName(fmt.Sprintf("benchmark_replag_producer_%d", os.Getpid())), client.WithLogger(log), f.credentials())
 	if err != nil {
 		return err
 	}

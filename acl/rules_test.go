@@ -5,6 +5,8 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -422,5 +424,29 @@ func BenchmarkCheckSignedSend(b *testing.B) {
 		if err := rules.Check("127.0.0.1:40000", req); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSignatureManyFields: headers past the insertion-sort size are signed
+// and checked in the same key order as a plain sort gives.
+func TestSignatureManyFields(t *testing.T) {
+	rules := mustRules(t, "accounts:\n  - {accessKey: RocketMQ, secretKey: \"12345678\", defaultTopicPerm: PUB}\n")
+	for _, n := range []int{3, 31, 32, 33, 200} {
+		ext := map[string]string{"AccessKey": "RocketMQ", "b": "T"}
+		for i := range n {
+			ext[fmt.Sprintf("k%03d-%d", (i*7919)%1000, i)] = fmt.Sprint(i * i)
+		}
+		keys := make([]string, 0, len(ext))
+		for k := range ext {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		mac := hmac.New(sha1.New, []byte("12345678"))
+		for _, k := range keys {
+			mac.Write([]byte(ext[k]))
+		}
+		mac.Write([]byte("body"))
+		ext["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
+		assert.NoError(t, rules.Check("127.0.0.1:1", remoting.NewRequest(remoting.SendMessageV2, ext, []byte("body"))), "%d fields", n)
 	}
 }

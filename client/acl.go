@@ -100,8 +100,8 @@ func (s *signScratch) sign(secret string, req *remoting.Command, out []byte) {
 	for k, v := range remoting.Fields(req.RawExt) {
 		addSpan(s, k, v)
 	}
+	s.sortSpans()
 	buf := s.buf
-	slices.SortFunc(s.spans, func(a, b fieldSpan) int { return bytes.Compare(buf[a.k0:a.k1], buf[b.k0:b.k1]) })
 	c := s.content[:0]
 	for _, sp := range s.spans {
 		c = append(c, buf[sp.v0:sp.v1]...)
@@ -112,6 +112,23 @@ func (s *signScratch) sign(secret string, req *remoting.Command, out []byte) {
 	m.Write(req.Body)
 	base64.StdEncoding.Encode(out, m.Sum(s.sum[:0]))
 	pool.Put(m)
+}
+
+// sortSpans sorts the fields by key: by insertion for a header's usual
+// dozen or two, by pdqsort beyond (n log n for a huge header).
+func (s *signScratch) sortSpans() {
+	buf, sp := s.buf, s.spans
+	if len(sp) > 32 {
+		slices.SortFunc(sp, func(a, b fieldSpan) int { return bytes.Compare(buf[a.k0:a.k1], buf[b.k0:b.k1]) })
+		return
+	}
+	for i := 1; i < len(sp); i++ {
+		x, j := sp[i], i
+		for ; j > 0 && string(buf[x.k0:x.k1]) < string(buf[sp[j-1].k0:sp[j-1].k1]); j-- {
+			sp[j] = sp[j-1]
+		}
+		sp[j] = x
+	}
 }
 
 // addSpan copies one field into s, unless brokers leave it out of the

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"fmt"
 	"sort"
 	"testing"
 
@@ -107,4 +108,25 @@ func TestSignAllocs(t *testing.T) {
 		Sign(cred, req)
 	})
 	require.Zero(t, allocs)
+}
+
+// TestSignManyFields: headers past the insertion-sort size sign in plain
+// sort order.
+func TestSignManyFields(t *testing.T) {
+	for _, n := range []int{3, 31, 32, 33, 200} {
+		ext := map[string]string{"b": "T"}
+		raw := remoting.NewRequest(remoting.SendMessageV2, nil, []byte("body"))
+		for i := range n {
+			k, v := fmt.Sprintf("k%03d-%d", (i*7919)%1000, i), fmt.Sprint(i*i)
+			ext[k] = v
+			raw.RawExt = remoting.AppendField(raw.RawExt, k, v)
+		}
+		m := remoting.NewRequest(remoting.SendMessageV2, ext, []byte("body"))
+		cred := Credentials{AccessKey: "RocketMQ", SecretKey: "12345678"}
+		Sign(cred, m)
+		assert.Equal(t, testSignature("12345678", m.ExtFields, m.Body), m.ExtFields["Signature"], "%d fields", n)
+		Sign(cred, raw)
+		f := raw.FieldMap()
+		assert.Equal(t, testSignature("12345678", f, raw.Body), f["Signature"], "%d raw fields", n)
+	}
 }

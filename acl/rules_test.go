@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -449,4 +451,26 @@ func TestSignatureManyFields(t *testing.T) {
 		ext["Signature"] = base64.StdEncoding.EncodeToString(mac.Sum(nil))
 		assert.NoError(t, rules.Check("127.0.0.1:1", remoting.NewRequest(remoting.SendMessageV2, ext, []byte("body"))), "%d fields", n)
 	}
+}
+
+// TestSampleFile: the shipped conf/plain_acl.yml loads and means what its
+// comments say.
+func TestSampleFile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "conf", "plain_acl.yml"))
+	require.NoError(t, err)
+	f, err := ParseFile(data)
+	require.NoError(t, err)
+	rules, warnings, err := Compile(f, time.UnixMilli(1))
+	require.NoError(t, err)
+	assert.Empty(t, warnings)
+	app := func(code remoting.RequestCode, fields map[string]string) error {
+		return rules.Check("10.0.0.5:1", signedRequest(code, "billing-app", "change-me-billing-secret", fields, []byte("x")))
+	}
+	assert.NoError(t, app(remoting.SendMessageV2, map[string]string{"b": "orders"}))
+	assert.ErrorIs(t, app(remoting.SendMessageV2, map[string]string{"b": "payments"}), ErrNoPermission)
+	assert.NoError(t, app(remoting.PullMessage, map[string]string{"topic": "payments", "consumerGroup": "billing"}))
+	assert.ErrorIs(t, app(remoting.PullMessage, map[string]string{"topic": "orders", "consumerGroup": "billing"}), ErrNoPermission)
+	assert.ErrorIs(t, app(remoting.UpdateAndCreateTopic, map[string]string{"topic": "x"}), ErrNotAdmin)
+	assert.NoError(t, rules.Check("10.0.0.5:1", signedRequest(remoting.UpdateAndCreateTopic, "rocketmq-admin", "change-me-admin-secret",
+		map[string]string{"topic": "x"}, nil)))
 }

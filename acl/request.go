@@ -34,6 +34,7 @@ type need struct {
 // resources the request code touches. Pooled: a check allocates nothing
 // for a request whose header is a map, one string for a RawExt block.
 type request struct {
+	cmd           *remoting.Command
 	code          remoting.RequestCode
 	accessKey     string
 	signature     string
@@ -51,11 +52,13 @@ var requestPool = sync.Pool{New: func() any {
 	return &request{fields: make([]field, 0, 16), needs: make([]need, 0, 4), content: make([]byte, 0, 512)}
 }}
 
-// readRequest builds the view of cmd. Release it with put.
+// readRequest builds the view of cmd's header and body; its resources are
+// read later (addNeeds), once the caller is known: an unknown caller's
+// HEART_BEAT body is never decoded. Release it with put.
 func readRequest(cmd *remoting.Command) *request {
 	r := requestPool.Get().(*request)
 	r.readFields(cmd)
-	r.addNeeds(cmd)
+	r.cmd = cmd
 	return r
 }
 
@@ -170,7 +173,8 @@ func (r *request) needTopicOrRetry(topic string) {
 // leaves unchecked: a batch could go to any topic) and
 // QUERY_CONSUMER_OFFSET. Other codes need only a valid signature, or an
 // admin account (adminCodes).
-func (r *request) addNeeds(cmd *remoting.Command) {
+func (r *request) addNeeds() {
+	cmd := r.cmd
 	switch r.code {
 	case remoting.SendMessage:
 		r.needTopicOrRetry(r.get("topic"))

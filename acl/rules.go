@@ -62,11 +62,13 @@ func (r *Rules) check(remote netip.Addr, req *request) error {
 	if req.dupKey != "" {
 		return fmt.Errorf("%w: header field %q appears twice", ErrUncheckable, req.dupKey)
 	}
-	if req.unreadable != "" {
-		return fmt.Errorf("%w: %s", ErrUncheckable, req.unreadable)
-	}
 	if !a.white.Match(remote) && !a.signatureMatches(req) {
 		return fmt.Errorf("%w for AccessKey %q", ErrBadSignature, a.accessKey)
+	}
+	// The caller is known now: read what the request touches.
+	req.addNeeds()
+	if req.unreadable != "" {
+		return fmt.Errorf("%w: %s", ErrUncheckable, req.unreadable)
 	}
 	for _, n := range req.needs {
 		if n.resource == TraceTopic && n.perm == PermPub {

@@ -286,6 +286,9 @@ func TestHeartbeatNeeds(t *testing.T) {
 	assert.Contains(t, err.Error(), `group "groupA"`)
 	garbage := signedRequest(remoting.HeartBeat, "RocketMQ", "12345678", nil, []byte("{not json"))
 	assert.ErrorIs(t, rules.Check("127.0.0.1:1", garbage), ErrUncheckable)
+	// A caller not yet known gets no body decoded: the signature fails first.
+	forged := signedRequest(remoting.HeartBeat, "RocketMQ", "wrong-secret", nil, []byte("{not json"))
+	assert.ErrorIs(t, rules.Check("127.0.0.1:1", forged), ErrBadSignature)
 }
 
 // TestDuplicateRawField: a binary header naming a field twice is refused:

@@ -212,6 +212,42 @@ func TestACLOurSDK(t *testing.T) {
 	res, err := p.SendSync(ctx, client.NewMessage("AclTopic", []byte("sdk")))
 	require.NoError(t, err)
 	assert.Equal(t, client.SendOK, res.Status)
+	// JSON headers carry the same signed fields.
+	pj, err := client.NewProducer(client.WithNameServer(c.NamesrvAddr), client.WithGroupName("SdkPGJSON"),
+		client.WithHeaderEncoding(client.HeadersJSON),
+		client.WithCredentials(client.Credentials{AccessKey: "producer1", SecretKey: "producer-secret"}))
+	require.NoError(t, err)
+	require.NoError(t, pj.Start())
+	defer pj.Shutdown()
+	res, err = pj.SendSync(ctx, client.NewMessage("AclTopic", []byte("sdk-json")))
+	require.NoError(t, err)
+	assert.Equal(t, client.SendOK, res.Status)
+	// Our push consumer with the consumer's account gets both.
+	got := make(chan string, 16)
+	pc, err := client.NewPushConsumer(client.WithNameServer(c.NamesrvAddr), client.WithGroupName("AclGroup"),
+		client.WithConsumeFromWhere(client.ConsumeFromFirstOffset),
+		client.WithCredentials(client.Credentials{AccessKey: "consumer1", SecretKey: "consumer-secret"}))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe("AclTopic", client.MessageSelector{}, func(_ context.Context, msgs ...*client.MessageExt) (client.ConsumeResult, error) {
+		for _, m := range msgs {
+			got <- string(m.Body)
+		}
+		return client.ConsumeSuccess, nil
+	}))
+	require.NoError(t, pc.Start())
+	defer pc.Shutdown()
+	seen := map[string]bool{}
+	require.Eventually(t, func() bool {
+		for {
+			select {
+			case b := <-got:
+				seen[b] = true
+			default:
+				return seen["sdk"] && seen["sdk-json"]
+			}
+		}
+	}, consumeWait, pollEvery)
+
 	_, err = p.SendSync(ctx, client.NewMessage("SubOnly", []byte("sdk")))
 	var be *client.BrokerError
 	require.ErrorAs(t, err, &be)

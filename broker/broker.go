@@ -17,6 +17,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gorocketmq/gorocketmq/acl"
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
@@ -90,6 +91,8 @@ type Broker struct {
 
 	ha replication // the HA master or slave (ha.go)
 
+	acl *acl.Validator // the ACL rules when aclEnable (acl.go), else nil
+
 	// A slave's view of its master (register.go, slave_sync.go).
 	masterAddr atomic.Pointer[string] // the master's broker address, from REGISTER_BROKER answers
 	onHAMaster func(haAddr string)    // told the master's HA address (the replication client)
@@ -141,7 +144,8 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	// Calls to the nameservers and, from a slave, to its master's remoting
-	// port go over TLS with tls.enable, as RocketMQ's BrokerOuterAPI.
+	// port go over TLS with tls.enable, as RocketMQ's BrokerOuterAPI, and
+	// are signed with innerClientAuthenticationCredentials where ACL is on.
 	clientTLS, err := cfg.ClientTLS()
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -149,7 +153,18 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 	if clientTLS != nil && clientTLS.InsecureSkipVerify && clientTLS.VerifyConnection == nil {
 		log.Warn("tls.enable without tls.client.authServer or tls.client.trustCertPath: nameserver and master certificates are not verified")
 	}
-	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log, TLS: clientTLS})
+	sign, err := innerSigner(cfg.InnerClientAuthenticationCredentials)
+	if err != nil {
+		return nil, err
+	}
+	b.nsClient = remoting.NewClient(remoting.ClientConfig{Logger: log, TLS: clientTLS, BeforeRequest: sign})
+	if b.acl, err = newACL(b); err != nil {
+		return nil, err
+	}
+	var authorize remoting.Authorizer
+	if b.acl != nil {
+		authorize = b.acl.Authorize
+	}
 	b.server = remoting.NewServer(remoting.ServerConfig{
 		Addr:            cfg.ListenAddr(),
 		Logger:          log,
@@ -159,6 +174,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		TLS:             serverTLS,
 		MaxConns:        cfg.ServerMaxConnections,
 		MaxConnsPerAddr: cfg.ServerMaxConnectionsPerAddress,
+		Authorize:       authorize,
 	})
 	// Queues are channels allocated up front, unlike Java's lazy linked
 	// queues, so RocketMQ's million-entry capacities are capped.
@@ -192,6 +208,7 @@ func (b *Broker) registerProcessors() {
 	b.registerTransactionProcessor()
 	b.registerResetOffsetProcessor()
 	b.registerDelayOffsetProcessor()
+	b.registerACLProcessors()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,
@@ -208,6 +225,9 @@ func (b *Broker) Start() error {
 		return ErrAlreadyStarted
 	}
 	b.started = true
+	if b.acl != nil {
+		b.acl.Start()
+	}
 	st, err := store.Open(b.cfg.StoreConfig(), b.log)
 	if err != nil {
 		return fmt.Errorf("broker: open store: %w", err)
@@ -215,6 +235,9 @@ func (b *Broker) Start() error {
 	b.store = st
 	b.storeOpen = true
 	fail := func(err error) error {
+		if b.acl != nil {
+			b.acl.Close()
+		}
 		if serr := b.stopReplication(context.Background()); serr != nil {
 			b.log.WithError(serr).Error("stopping replication after a failed start")
 		}
@@ -301,6 +324,9 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("broker: shut down store: %w", err))
 			}
 		}
+		if b.acl != nil {
+			b.acl.Close()
+		}
 		if err := b.nsClient.Close(); err != nil && !errors.Is(err, remoting.ErrClientClosed) {
 			errs = append(errs, err)
 		}
@@ -349,6 +375,9 @@ func (b *Broker) StoreHost() netip.AddrPort { return *b.storeHost.Load() }
 
 // Store is the message store (nil before Start).
 func (b *Broker) Store() *store.Store { return b.store }
+
+// ACL is the ACL validator, nil unless aclEnable.
+func (b *Broker) ACL() *acl.Validator { return b.acl }
 
 // Topics is the topic table.
 func (b *Broker) Topics() *TopicConfigManager { return b.topics }

@@ -224,8 +224,8 @@ func TestProducerNameServerFailoverAndACL(t *testing.T) {
 	cred := Credentials{AccessKey: "ak", SecretKey: "sk", SecurityToken: "tok"}
 	var bad atomic.Int32
 	fb.setSendHook(func(req *remoting.Command) *remoting.Command {
-		if req.ExtFields["Signature"] != signature(cred.SecretKey, req.ExtFields, req.Body) ||
-			req.ExtFields["AccessKey"] != "ak" || req.ExtFields["SecurityToken"] != "tok" {
+		f := req.FieldMap()
+		if f["Signature"] != testSignature(cred.SecretKey, f, req.Body) || f["AccessKey"] != "ak" || f["SecurityToken"] != "tok" {
 			bad.Add(1)
 			return remoting.NewResponse(req, remoting.NoPermission, "bad signature")
 		}

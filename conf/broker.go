@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -32,7 +33,7 @@ const defaultMappedFileSizeCommitLog = 1 << 30
 // one broker.conf feeds all of them. Keys accepted only so existing files load
 // without warnings say so in their comments.
 type BrokerConfig struct {
-	// RocketmqHome is ROCKETMQ_HOME; kept for compatibility, nothing is read from it.
+	// RocketmqHome is ROCKETMQ_HOME: a relative aclPlainFile is found under it.
 	RocketmqHome string `mapstructure:"rocketmqHome"`
 	// NamesrvAddr lists the nameservers, ';'-separated ip:port pairs.
 	NamesrvAddr string `mapstructure:"namesrvAddr"`
@@ -74,6 +75,22 @@ type BrokerConfig struct {
 	TraceOn bool `mapstructure:"traceOn"`
 	// RejectTransactionMessage refuses half messages with NO_PERMISSION.
 	RejectTransactionMessage bool `mapstructure:"rejectTransactionMessage"`
+
+	// AclEnable checks every request against the accounts of AclPlainFile
+	// (RocketMQ 4.x plain ACL).
+	AclEnable bool `mapstructure:"aclEnable"`
+	// AclPlainFile is the ACL file, absolute or relative to rocketmqHome
+	// (default conf/plain_acl.yml, where RocketMQ looks; RocketMQ names
+	// another with the system property rocketmq.acl.plain.file, relative to
+	// rocketmqHome as well). It is re-read when it changes.
+	AclPlainFile string `mapstructure:"aclPlainFile"`
+	// InnerClientAuthenticationCredentials signs the requests this broker
+	// sends itself (a slave's metadata sync with its master, registrations
+	// with nameservers): {"accessKey":"...","secretKey":"..."}, RocketMQ 5's
+	// key. RocketMQ 4.x signs none of them and instead needs the slaves'
+	// addresses in the master's globalWhiteRemoteAddresses, which works too.
+	// Shown as ****** by GET_BROKER_CONFIG and -p.
+	InnerClientAuthenticationCredentials string `mapstructure:"innerClientAuthenticationCredentials" secret:"true"`
 
 	// Worker pools: threads and queue lengths (a full queue answers SYSTEM_BUSY).
 	SendMessageThreadPoolNums              int `mapstructure:"sendMessageThreadPoolNums"`
@@ -279,6 +296,7 @@ func DefaultBrokerConfig() BrokerConfig {
 	send := min(cpus, 4)
 	return BrokerConfig{
 		RocketmqHome:                os.Getenv("ROCKETMQ_HOME"),
+		AclPlainFile:                filepath.Join("conf", "plain_acl.yml"),
 		BrokerName:                  host,
 		BrokerClusterName:           "DefaultCluster",
 		BrokerID:                    0,
@@ -410,6 +428,18 @@ func (c *BrokerConfig) Validate() error {
 	if c.BrokerIP1 != "" {
 		if _, err := netip.ParseAddr(c.BrokerIP1); err != nil {
 			return bad("brokerIP1", c.BrokerIP1, "is not an IP address (clients need a literal IP, not a host name)")
+		}
+	}
+	if c.AclEnable {
+		if _, err := c.AclFilePath(); err != nil {
+			return err
+		}
+	}
+	if s := strings.TrimSpace(c.InnerClientAuthenticationCredentials); s != "" {
+		var cred struct{ AccessKey, SecretKey string }
+		if err := json.Unmarshal([]byte(s), &cred); err != nil || cred.AccessKey == "" || cred.SecretKey == "" {
+			// The value holds a secret: not echoed.
+			return fmt.Errorf("%w: innerClientAuthenticationCredentials is not {\"accessKey\":\"...\",\"secretKey\":\"...\"}", ErrBadValue)
 		}
 	}
 	for _, a := range c.NamesrvAddrs() {
@@ -645,6 +675,20 @@ func (c *BrokerConfig) NamesrvAddrs() []string {
 // ListenAddr is bindAddress:listenPort.
 func (c *BrokerConfig) ListenAddr() string {
 	return fmt.Sprintf("%s:%d", c.BindAddress, c.ListenPort)
+}
+
+// AclFilePath is the ACL file: aclPlainFile, under rocketmqHome unless it
+// is absolute.
+func (c *BrokerConfig) AclFilePath() (string, error) {
+	switch {
+	case c.AclPlainFile == "":
+		return "", fmt.Errorf("%w: aclEnable=true needs aclPlainFile", ErrBadValue)
+	case filepath.IsAbs(c.AclPlainFile):
+		return c.AclPlainFile, nil
+	case c.RocketmqHome == "":
+		return "", fmt.Errorf("%w: aclPlainFile=%s is relative, and rocketmqHome (ROCKETMQ_HOME) is not set", ErrBadValue, c.AclPlainFile)
+	}
+	return filepath.Join(c.RocketmqHome, c.AclPlainFile), nil
 }
 
 // IsSlave reports whether brokerRole is SLAVE.

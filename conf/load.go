@@ -239,9 +239,13 @@ func CanonicalKey(cfg any, key string) (string, bool) {
 	return name, err == nil
 }
 
+// Redacted is what Format prints for a set secret.
+const Redacted = "******"
+
 // Format renders cfg as a properties file, one key=value line per key in
 // declaration order: what `-p` prints and GET_*_CONFIG returns. A secret
-// that is set prints as ******.
+// that is set prints as Redacted: GET_BROKER_CONFIG answers anyone the ACL
+// lets through.
 func Format(cfg any) string {
 	sv, fs, err := fieldsOf(cfg)
 	if err != nil {

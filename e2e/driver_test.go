@@ -354,6 +354,15 @@ func (p *RemotePull) PullFrom(t testing.TB, offset int64, n int) PullFromRes {
 	return r
 }
 
+// TryPullFrom is PullFrom returning the client's error instead of
+// requiring success.
+func (p *RemotePull) TryPullFrom(t testing.TB, offset int64, n int) (PullFromRes, error) {
+	t.Helper()
+	var r PullFromRes
+	err := p.d.call(t, "pull.pullFrom", pullFromArgs{Handle: p.h, Offset: offset, N: n}, &r)
+	return r, err
+}
+
 // Persist commits the acknowledged offsets to the broker.
 func (p *RemotePull) Persist(t testing.TB) {
 	t.Helper()

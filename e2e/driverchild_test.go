@@ -83,6 +83,8 @@ type ProducerSpec struct {
 	Selector string `json:"selector,omitempty"`
 	// TLS dials nameservers and brokers with WithTls(true).
 	TLS bool `json:"tls,omitempty"`
+	// Credentials sign every request (ACL); none when nil.
+	Credentials *primitive.Credentials `json:"credentials,omitempty"`
 }
 
 // PushSpec configures a driver push consumer.
@@ -102,6 +104,8 @@ type PushSpec struct {
 	PullSize int32 `json:"pullSize,omitempty"`
 	// TLS dials nameservers and brokers with WithTls(true).
 	TLS bool `json:"tls,omitempty"`
+	// Credentials sign every request (ACL); none when nil.
+	Credentials *primitive.Credentials `json:"credentials,omitempty"`
 	// Goroutines bounds concurrent consume calls (client default 20).
 	// With 20, the offset of a queue stays at its oldest message still in
 	// a callback, so a shutdown right after the last delivery can leave a
@@ -118,6 +122,8 @@ type PullSpec struct {
 	// Seek is the offset to start at (-1: the group's committed offset).
 	Seek      int64 `json:"seek"`
 	BatchSize int32 `json:"batchSize,omitempty"`
+	// Credentials sign every request (ACL); none when nil.
+	Credentials *primitive.Credentials `json:"credentials,omitempty"`
 }
 
 // PullFromRes is the result of PullFrom.
@@ -442,6 +448,9 @@ func (d *driver) newProducer(spec ProducerSpec) (string, error) {
 	default:
 		return "", fmt.Errorf("driver: unknown selector %q", spec.Selector)
 	}
+	if spec.Credentials != nil {
+		opts = append(opts, producer.WithCredentials(*spec.Credentials))
+	}
 	p, err := rocketmq.NewProducer(opts...)
 	if err != nil {
 		return "", err
@@ -598,6 +607,9 @@ func (d *driver) startPush(spec PushSpec) (string, error) {
 	if spec.Goroutines > 0 {
 		opts = append(opts, consumer.WithConsumeGoroutineNums(spec.Goroutines))
 	}
+	if spec.Credentials != nil {
+		opts = append(opts, consumer.WithCredentials(*spec.Credentials))
+	}
 	pc, err := rocketmq.NewPushConsumer(opts...)
 	if err != nil {
 		return "", err
@@ -630,6 +642,9 @@ func (d *driver) startPull(spec PullSpec) (string, error) {
 	}
 	if spec.BatchSize > 0 {
 		opts = append(opts, consumer.WithPullBatchSize(spec.BatchSize))
+	}
+	if spec.Credentials != nil {
+		opts = append(opts, consumer.WithCredentials(*spec.Credentials))
 	}
 	pc, err := rocketmq.NewPullConsumer(opts...)
 	if err != nil {

@@ -147,5 +147,10 @@ const (
 	ConsumerNotOnline          ResponseCode = 206 // CONSUMER_NOT_ONLINE
 	ConsumeMsgTimeout          ResponseCode = 207 // CONSUME_MSG_TIMEOUT
 	NoMessage                  ResponseCode = 208 // NO_MESSAGE
-	FlowControl                ResponseCode = 215 // FLOW_CONTROL
+	// UpdateAndCreateACLConfigFailed and the next two answer the ACL
+	// administration requests that fail.
+	UpdateAndCreateACLConfigFailed     ResponseCode = 209 // UPDATE_AND_CREATE_ACL_CONFIG_FAILED
+	DeleteACLConfigFailed              ResponseCode = 210 // DELETE_ACL_CONFIG_FAILED
+	UpdateGlobalWhiteAddrsConfigFailed ResponseCode = 211 // UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+	FlowControl                        ResponseCode = 215 // FLOW_CONTROL
 )

@@ -10,8 +10,10 @@
 # with a CA and certificate made by openssl for the run, so plain and TLS
 # clients share one port and one broker process); async sends; batched sends;
 # consume catch-up of CATCHUP stored messages; publish-to-receive latency at
-# 5,000 msgs/s. The broker is then restarted on a fresh SYNC_FLUSH store for
-# 64 sync senders (group commit). Then replication, each on fresh stores with
+# 5,000 msgs/s. The broker is then restarted on a fresh store with
+# aclEnable=true for 16 ACL-signed sync senders (acl-sync-w16, beside
+# sync-w16's unsigned rate of the same run), and on a fresh SYNC_FLUSH store
+# for 64 sync senders (group commit). Then replication, each on fresh stores with
 # a slave (ASYNC_FLUSH both): 64 sync senders against a SYNC_MASTER
 # (syncmaster-w64, beside sync-w64's ASYNC_MASTER rate of the same run);
 # replication lag at 10,000 msgs/s to an ASYNC_MASTER (replag-10k: slave
@@ -19,7 +21,7 @@
 # mqbench replag); a stopped slave catching up on REPL_MIB of commitlog
 # (repl-fill fills the master, repl-catchup times the slave from its start
 # until its max offset is the master's). Every run is bounded by `timeout`;
-# the whole matrix takes about 15*DUR + 60 s (2 min 55 s at the default on
+# the whole matrix takes about 16*DUR + 70 s (3 min 10 s at the default on
 # the 2-core VM, of which the replicated cases about 1 min).
 #
 # Environment:
@@ -53,7 +55,7 @@ SLAVE_PORT=${SLAVE_PORT:-20921}
 PPROF_PORT=${PPROF_PORT:-16060}
 PPROF=${PPROF:-0}
 BUDGET_END=$((SECONDS + ${MAX_SECONDS:-570}))
-CASES=${CASES:-"sync-w1 sync-w4 sync-w16 tls-sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
+CASES=${CASES:-"sync-w1 sync-w4 sync-w16 tls-sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k acl-sync-w16 syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
 OUT=${1:-$(mktemp -d /tmp/mqbench.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -339,6 +341,26 @@ if want catchup; then
 	run_case catchup ">=400000" consumer -t BenchCatchup --from first --count "$CATCHUP" -d 120s --idle 10s
 fi
 want latency-5k && run_case latency-5k "p99<=2ms" latency -t BenchLatency --rate 5000 -d "${DUR}s"
+# ACL: every request signed (HMAC-SHA1 over header and body) by mqbench and
+# checked by the broker, permissions included (the account lists a topic,
+# so the permission lookup runs too).
+if want acl-sync-w16; then
+	stop_pid "$broker_pid"
+	cat >"$SCRATCH/plain_acl.yml" <<ACL
+accounts:
+  - accessKey: benchmark
+    secretKey: benchmark-secret
+    admin: true
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: PUB|SUB
+    topicPerms:
+      - BenchAcl16=PUB|SUB
+ACL
+	BROKER_CONF="${BROKER_CONF:-}
+aclEnable=true
+aclPlainFile=$SCRATCH/plain_acl.yml" start_broker ASYNC_FLUSH
+	run_case acl-sync-w16 ">=0.8*sync-w16" "${M[@]}" -t BenchAcl16 -w 16 -ak benchmark -sk benchmark-secret
+fi
 if want syncflush-w64; then
 	stop_pid "$broker_pid"
 	start_broker SYNC_FLUSH
@@ -396,6 +418,8 @@ fi
 		END {if (a > 0 && s > 0) printf "syncmaster-w64 / sync-w64 = %.2f (target >= 0.6)\n", s / a}'
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w16" {a = $2} $1 == "tls-sync-w16" {s = $2}
 		END {if (a > 0 && s > 0) printf "tls-sync-w16 / sync-w16 = %.2f (target >= 0.6)\n", s / a}'
+	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w16" {u = $2} $1 == "acl-sync-w16" {s = $2}
+		END {if (u > 0 && s > 0) printf "acl-sync-w16 / sync-w16 = %.2f (target >= 0.8)\n", s / u}'
 	echo "replag avg/p99/p999 = slave acked - master stored, per message (ms; see replag-10k.out); repl-catchup: MB/s (1e6 bytes) and seconds"
 	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.txt"

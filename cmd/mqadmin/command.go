@@ -10,10 +10,11 @@ import (
 
 // command is one mqadmin subcommand.
 type command struct {
-	name string
-	desc string
-	opts []option // its own options, in Java's declaration order
-	run  func(e *env) error
+	name    string
+	aliases []string // other names it answers to (Java's commandAlias)
+	desc    string
+	opts    []option // its own options, in Java's declaration order
+	run     func(e *env) error
 	// needOneOf names options of which at least one must be given (Java's
 	// required OptionGroup, or commands that print help without -b/-c).
 	needOneOf []string
@@ -237,6 +238,11 @@ func allCommands() []*command {
 		getBrokerConfigCmd(),
 		getConsumerConfigCmd(),
 		sendMessageCmd(),
+		updateAclConfigCmd(),
+		deleteAclConfigCmd(),
+		clusterAclConfigVersionCmd(),
+		updateGlobalWhiteAddrCmd(),
+		getAclConfigCmd(),
 	}
 }
 

@@ -17,11 +17,17 @@
 // queryMsgByOffset consumerConnection consumerProgress clusterList topicList
 // updateKvConfig deleteKvConfig resetOffsetByTime skipAccumulatedMessage
 // updateOrderConf getNamesrvConfig updateNamesrvConfig getBrokerConfig
-// getConsumerConfig sendMessage; and from RocketMQ 5, haStatus. clusterList
-// and haStatus -i repeat until Ctrl-C.
+// getConsumerConfig sendMessage updateAclConfig deleteAclConfig
+// (deleteAccessConfig) clusterAclConfigVersion updateGlobalWhiteAddr
+// getAclConfig; and from RocketMQ 5, haStatus. clusterList and haStatus -i
+// repeat until Ctrl-C.
+//
+// On a broker with aclEnable, commands sign their requests with the
+// accessKey and secretKey of $ROCKETMQ_HOME/conf/tools.yml, as RocketMQ's
+// mqadmin does.
 //
 // Java's other commands (wipeWritePerm, producerConnection, consumerStatus,
-// printMsg, statsAll, ACL, export...) need admin calls client.Admin does not
+// printMsg, statsAll, export...) need admin calls client.Admin does not
 // have yet, and are absent rather than approximated. Options that need them
 // are absent too: consumerProgress -s, queryMsgById -g/-d/-s/-u,
 // queryMsgByUniqueKey -g/-d, updateTopic -u/-s, resetOffsetByTime -c. Where
@@ -95,6 +101,9 @@ func newApp(stdout, stderr io.Writer) *app {
 	for _, c := range allCommands() {
 		a.commands = append(a.commands, c)
 		a.byName[c.name] = c
+		for _, alias := range c.aliases {
+			a.byName[alias] = c
+		}
 	}
 	return a
 }
@@ -215,6 +224,11 @@ func (e *env) Admin() (*client.Admin, error) {
 	if tlsOpt != nil {
 		opts = append(opts, tlsOpt)
 	}
+	cred, err := e.toolsCredentials()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, client.WithCredentials(cred))
 	a, err := client.NewAdmin(opts...)
 	if err != nil {
 		return nil, err

@@ -115,6 +115,11 @@ type commonFlags struct {
 	tlsCert   string
 	tlsKey    string
 	tlsVerify string
+
+	// accessKey and secretKey sign every request for a broker with
+	// aclEnable (RocketMQ's benchmark: -ak, -sk).
+	accessKey string
+	secretKey string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -133,6 +138,8 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "client certificate (PEM), for servers that ask for one (implies --tls)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the client certificate's key (PEM)")
 	fs.StringVar(&c.tlsVerify, "tls-verify", "full", "server certificate check: full (chain and address), chain, or none")
+	fs.StringVar(&c.accessKey, "ak", "", "ACL AccessKey: sign every request (with -sk) for a broker with aclEnable")
+	fs.StringVar(&c.secretKey, "sk", "", "ACL SecretKey (with -ak)")
 }
 
 // tlsOptions is what the --tls flags ask for; false: plain connections.
@@ -150,12 +157,18 @@ func (c *commonFlags) tlsOptions() (client.TLSOptions, bool) {
 	return o, true
 }
 
-// withTLS appends the TLS option the --tls flags ask for, if any, to opts.
+// credentials is what -ak/-sk ask for (zero without them).
+func (c *commonFlags) credentials() client.Credentials {
+	return client.Credentials{AccessKey: c.accessKey, SecretKey: c.secretKey}
+}
+
+// withTLS appends to opts the options every connection of the tool takes:
+// the TLS the --tls flags ask for, if any, and the -ak/-sk signature.
 func (c *commonFlags) withTLS(opts ...client.Option) []client.Option {
 	if o, ok := c.tlsOptions(); ok {
 		opts = append(opts, client.WithTLS(o))
 	}
-	return opts
+	return append(opts, client.WithCredentials(c.credentials()))
 }
 
 // startProfile starts the tool's CPU profile when asked; the returned func

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/gorocketmq/gorocketmq/client"
+	"github.com/gorocketmq/gorocketmq/remoting"
 )
 
 // producerFlags are the producer command's flags, after RocketMQ's
@@ -167,6 +168,12 @@ func warmUp(ctx context.Context, p *client.Producer, topic string, body []byte, 
 			return nil
 		}
 		last = err
+		// NO_PERMISSION (ACL, or a topic or broker without write
+		// permission) does not go away by waiting.
+		var be *client.BrokerError
+		if errors.As(err, &be) && be.Code == remoting.NoPermission {
+			return fmt.Errorf("warm-up send to %s refused: %w", topic, err)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("warm-up send to %s failed for %s: %w", topic, limit, last)

@@ -37,8 +37,14 @@ type brokerAdmin struct {
 	cl *remoting.Client
 }
 
-func newBrokerAdmin(log logrus.FieldLogger, tlsCfg *tls.Config) *brokerAdmin {
-	return &brokerAdmin{cl: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second, TLS: tlsCfg})}
+// newBrokerAdmin dials with tlsCfg (nil: plain) and signs its requests
+// with -ak/-sk when c has them.
+func newBrokerAdmin(log logrus.FieldLogger, c *commonFlags, tlsCfg *tls.Config) *brokerAdmin {
+	cfg := remoting.ClientConfig{Logger: log, DialTimeout: time.Second, TLS: tlsCfg}
+	if cred := c.credentials(); cred.AccessKey != "" && cred.SecretKey != "" {
+		cfg.BeforeRequest = func(_ string, req *remoting.Command) { client.Sign(cred, req) }
+	}
+	return &brokerAdmin{cl: remoting.NewClient(cfg)}
 }
 
 func (a *brokerAdmin) close() { _ = a.cl.Close() }
@@ -177,7 +183,7 @@ func runHACatchup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer stopProfile()
 	start := time.Now()
-	a := newBrokerAdmin(log, nil)
+	a := newBrokerAdmin(log, &f.commonFlags, nil)
 	defer a.close()
 	ctx, cancel := context.WithTimeout(ctx, f.duration)
 	defer cancel()
@@ -331,7 +337,7 @@ func runReplag(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	r := &replagRun{f: &f, a: newBrokerAdmin(log, tlsCfg), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
+	r := &replagRun{f: &f, a: newBrokerAdmin(log, &f.commonFlags, tlsCfg), group: fmt.Sprintf("benchmark_replag_%d", os.Getpid()),
 		runID: binary.BigEndian.Uint64(id[:])}
 	defer r.a.close()
 	r.got[0], r.got[1] = map[int32][]pulled{}, map[int32][]pulled{}

@@ -207,6 +207,9 @@ func (c *commonFlags) validate() error {
 	default:
 		return fmt.Errorf("%w: --tls-verify must be full, chain or none", errBadFlag)
 	}
+	if (c.accessKey == "") != (c.secretKey == "") {
+		return fmt.Errorf("%w: -ak and -sk go together", errBadFlag)
+	}
 	return nil
 }
 

@@ -94,6 +94,7 @@ func (b *Broker) adminDeleteTopic(c *remoting.Conn, req *remoting.Command) (*rem
 		return respond(req, remoting.SystemError, "topic config deleted but its consume queues were not: "+err.Error()), nil
 	}
 	b.consume.offsets.RemoveTopic(h.Topic)
+	b.stats.removeTopic(h.Topic)
 	b.log.WithFields(logrus.Fields{"topic": h.Topic, "existed": existed, "peer": c.RemoteAddr()}).Info("topic deleted by admin")
 	return respond(req, remoting.Success, ""), nil
 }
@@ -169,8 +170,9 @@ func (b *Broker) adminGetBrokerRuntimeInfo(_ *remoting.Conn, req *remoting.Comma
 		"brokerVersion":            strconv.Itoa(int(remoting.ServerVersion)),
 		"bootTimestamp":            strconv.FormatInt(b.bootTime.UnixMilli(), 10),
 		"runtime":                  time.Since(b.bootTime).Round(time.Second).String(),
-		"msgPutTotalTodayNow":      strconv.FormatInt(b.putMessages.Load(), 10),
-		"putMessageSizeTotal":      strconv.FormatInt(b.putBytes.Load(), 10),
+		"msgPutTotalTodayNow":      strconv.FormatInt(b.stats.put.nums.Load(), 10),
+		"putMessageSizeTotal":      strconv.FormatInt(b.stats.put.size.Load(), 10),
+		"msgGetTotalTodayNow":      strconv.FormatInt(b.stats.get.nums.Load(), 10),
 		"commitLogMinOffset":       strconv.FormatInt(s.CommitLogMinOffset(), 10),
 		"commitLogMaxOffset":       strconv.FormatInt(s.CommitLogMaxOffset(), 10),
 		"dispatchBehindBytes":      strconv.FormatInt(s.DispatchBehindBytes(), 10),
@@ -182,6 +184,7 @@ func (b *Broker) adminGetBrokerRuntimeInfo(_ *remoting.Conn, req *remoting.Comma
 		"diskFull":                 strconv.FormatBool(s.DiskFull()),
 		"topicCount":               strconv.Itoa(len(b.topics.Names())),
 	}
+	b.statsRuntimeFields(kv)
 	b.haRuntimeFields(kv)
 	body, err := (&protocol.KVTable{Table: kv}).Encode()
 	if err != nil {

@@ -82,9 +82,8 @@ type Broker struct {
 	storeHost atomic.Pointer[netip.AddrPort] // ip:real port, set once listening
 	uniqIDs   *message.UniqIDGenerator       // ids for batch members sent without UNIQ_KEY
 
-	bootTime    time.Time
-	putMessages atomic.Int64 // messages stored since start (GET_BROKER_RUNTIME_INFO)
-	putBytes    atomic.Int64 // record bytes stored since start
+	bootTime time.Time
+	stats    *brokerStats // put and get counters, sampled by statsLoop (stats.go)
 
 	nsClient    *remoting.Client
 	registerNow chan struct{} // wakes registerLoop after a topic change
@@ -133,6 +132,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		uniqIDs:     message.NewUniqIDGenerator(ip),
 		registerNow: make(chan struct{}, 1),
 		bootTime:    time.Now(),
+		stats:       newBrokerStats(),
 		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
 	b.stopCtx, b.cancelStop = context.WithCancel(context.Background())
@@ -209,6 +209,7 @@ func (b *Broker) registerProcessors() {
 	b.registerResetOffsetProcessor()
 	b.registerDelayOffsetProcessor()
 	b.registerACLProcessors()
+	b.registerMonitorProcessors()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,
@@ -272,8 +273,9 @@ func (b *Broker) Start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), b.registerTimeout())
 	b.registerAll(ctx)
 	cancel()
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.registerLoop()
+	go b.statsLoop()
 	if b.cfg.IsSlave() {
 		b.wg.Add(1)
 		go b.slaveSyncLoop()

@@ -371,6 +371,7 @@ func (cs *consumeState) processDeleteSubscriptionGroup(_ *remoting.Conn, req *re
 		return badConsumeHeader(req, err), nil
 	}
 	cs.groups.Delete(h.GroupName)
+	cs.b.stats.removeGroup(h.GroupName)
 	if h.RemoveOffset {
 		cs.offsets.RemoveGroup(h.GroupName)
 		if err := cs.offsets.Persist(); err != nil {

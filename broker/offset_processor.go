@@ -166,6 +166,7 @@ func (cs *consumeState) processGetConsumeStats(_ *remoting.Conn, req *remoting.C
 			}
 			stats.OffsetTable[protocol.MessageQueue{Topic: topic, BrokerName: cs.b.cfg.BrokerName, QueueID: q}] = w
 		}
+		stats.ConsumeTps += cs.b.stats.groupRates(h.ConsumerGroup, topic).Nums60s
 	}
 	body, err := stats.Encode()
 	if err != nil {

@@ -34,10 +34,13 @@ type holdKey struct {
 type pullHoldService struct {
 	cs *consumeState
 
-	mu     sync.Mutex // guards table, count, closed and overflow
+	mu     sync.Mutex // guards table, count, closed, overflow and the totals
 	table  map[holdKey][]*pullRequest
 	count  int
 	closed bool
+	// parkedTotal and refusedTotal count pulls parked, and refused for a
+	// full table, since start (for the metrics).
+	parkedTotal, refusedTotal int64
 	// overflow holds woken requests the pull pool refused; holdLoop runs
 	// them itself.
 	overflow []*pullRequest
@@ -60,11 +63,13 @@ func (hs *pullHoldService) park(pr *pullRequest) parkResult {
 		hs.mu.Unlock()
 		return holdDown
 	case hs.count >= hs.cs.cfg.maxHeldPulls:
+		hs.refusedTotal++
 		hs.mu.Unlock()
 		return holdFull
 	}
 	hs.table[k] = append(hs.table[k], pr)
 	hs.count++
+	hs.parkedTotal++
 	hs.mu.Unlock()
 	if maxOff := hs.cs.b.store.MaxOffsetInQueue(pr.h.Topic, pr.h.QueueID); maxOff > pr.h.QueueOffset {
 		hs.wakeQueue(k, maxOff, 0, false)
@@ -274,4 +279,12 @@ func (hs *pullHoldService) shutdown() {
 				Debug("cannot answer a parked pull at shutdown")
 		}
 	}
+}
+
+// totals returns the pulls parked now, parked since start and refused since
+// start for a full table.
+func (hs *pullHoldService) totals() (held int, parked, refused int64) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.count, hs.parkedTotal, hs.refusedTotal
 }

@@ -190,6 +190,7 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *r
 	if code == remoting.Success {
 		// The holds stay until the records are in the frame (writePull).
 		body = res
+		cs.b.stats.onGet(h.ConsumerGroup, h.Topic, res.MessageCount(), res.BufferTotalSize, res.FromDisk)
 	} else {
 		res.Release()
 	}

@@ -430,7 +430,7 @@ func TestPullSuggestWhichBroker(t *testing.T) {
 	} {
 		cfg := testBrokerConfig(t)
 		cfg.SlaveReadEnable = tc.slaveRead
-		cs := &consumeState{b: &Broker{cfg: cfg}}
+		cs := &consumeState{b: &Broker{cfg: cfg, stats: newBrokerStats()}}
 		got := cs.suggestBroker(&pullRequest{group: group}, &store.GetMessageResult{SuggestPullingFromSlave: tc.behind})
 		assert.Equal(t, tc.want, got, "slaveReadEnable=%v behind=%v", tc.slaveRead, tc.behind)
 	}

@@ -554,8 +554,7 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 		b.log.WithFields(logrus.Fields{"topic": h.topic, "status": res.Status, "reason": res.Err}).Warn("send refused by the store")
 		return resp
 	}
-	b.putMessages.Add(int64(res.MsgNum))
-	b.putBytes.Add(int64(res.WroteBytes))
+	b.stats.onPut(h.topic, res.MsgNum, res.WroteBytes)
 	// SendMessageResponseHeader, built without a map (remoting.RawExt).
 	f := make([]byte, 0, 160+len(res.MsgID)+len(uniqKey)+len(b.cfg.RegionID))
 	f = remoting.AppendField(f, "msgId", res.MsgID)

@@ -240,7 +240,7 @@ func TestBatchWithUniqKeysRewrite(t *testing.T) {
 // stored statuses answer with the send headers, refusals with a remark.
 func TestPutResultResponse(t *testing.T) {
 	cfg := testBrokerConfig(t)
-	b := &Broker{cfg: cfg, log: baLogger()}
+	b := &Broker{cfg: cfg, log: baLogger(), stats: newBrokerStats()}
 	req := sendReq("T", 0, nil, nil)
 	h := &sendHeader{topic: "T"}
 	cases := []struct {

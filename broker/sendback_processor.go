@@ -104,8 +104,8 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *remoting.Command) (*remo
 		}
 		return respond(req, remoting.SystemError, remark), nil
 	}
-	b.putMessages.Add(1)
-	b.putBytes.Add(int64(res.WroteBytes))
+	b.stats.onPut(tc.TopicName, 1, res.WroteBytes)
+	b.stats.onSendBack(h.Group, msg.Topic)
 	if toDLQ {
 		b.log.WithFields(logrus.Fields{"group": h.Group, "topic": tc.TopicName, "originMsgId": next.Property(message.PropOriginMessageID),
 			"reconsumeTimes": msg.ReconsumeTimes, "peer": c.RemoteAddr()}).Info("message moved to the dead-letter queue")

@@ -98,8 +98,7 @@ func (b *Broker) processEndTransaction(c *remoting.Conn, req *remoting.Command) 
 			}
 			return respond(req, remoting.SystemError, remark), nil
 		}
-		b.putMessages.Add(1)
-		b.putBytes.Add(int64(res.WroteBytes))
+		b.stats.onPut(msg.Topic, 1, res.WroteBytes)
 	}
 	if err := t.writeOp(half.QueueOffset); err != nil {
 		if decision == decisionRollback {

@@ -58,6 +58,9 @@ type consumerBase struct {
 
 	rebalanceCh chan struct{}
 	paused      atomic.Bool // push consumer Suspend: no queue pulls
+	// counters count pulls and consumption per topic for running info
+	// (consumer_monitor.go).
+	counters *consumerCounters
 	// firstComplete is set by startBase before rebalanceLoop starts.
 	firstComplete bool
 }
@@ -72,6 +75,7 @@ func newConsumerBase(c *core, kind protocol.ConsumeType) *consumerBase {
 		assigned:    map[string][]MessageQueue{},
 		pqs:         map[MessageQueue]*processQueue{},
 		rebalanceCh: make(chan struct{}, 1),
+		counters:    newConsumerCounters(),
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if c.o.model == Broadcasting {
@@ -85,7 +89,7 @@ func newConsumerBase(c *core, kind protocol.ConsumeType) *consumerBase {
 		return nil
 	})
 	c.rc.RegisterHandler(remoting.ResetConsumerClientOffset, b.handleResetOffset)
-	c.rc.RegisterHandler(remoting.GetConsumerRunningInfo, b.handleRunningInfo)
+	b.registerMonitorHandlers()
 	return b
 }
 
@@ -687,6 +691,7 @@ func (b *consumerBase) pullOnce(pq *processQueue, sub *subscription) bool {
 			h.CommitOffset = co
 		}
 	}
+	pullStart := time.Now()
 	resp, err := b.c.invoke(b.ctx, addr, remoting.NewRequest(remoting.PullMessage, protocol.EncodeHeader(&h, nil), nil), o.suspendTimeout+10*time.Second)
 	if err != nil {
 		if b.ctx.Err() == nil {
@@ -717,6 +722,10 @@ func (b *consumerBase) pullOnce(pq *processQueue, sub *subscription) bool {
 			b.c.log.WithFields(logrus.Fields{"queue": pq.mq, "err": err}).Warn("bad pull body")
 			return false
 		}
+		tc := b.counters.topic(pq.mq.Topic)
+		tc.pulls.Add(1)
+		tc.pulledMsgs.Add(int64(len(msgs)))
+		tc.pullNanos.Add(int64(time.Since(pullStart)))
 		if !b.advance(pq, gen, rh.NextBeginOffset) {
 			return true
 		}
@@ -971,49 +980,3 @@ func decodeResetOffsetBody(body []byte) (map[MessageQueue]int64, error) {
 	return out, nil
 }
 
-// handleRunningInfo answers GET_CONSUMER_RUNNING_INFO for mqadmin
-// consumerStatus: properties, subscriptions and per-queue state. mqTable
-// uses the object-keyed map form Java tools parse (fastjson).
-func (b *consumerBase) handleRunningInfo(_ string, req *remoting.Command) *remoting.Command {
-	resp := remoting.NewResponse(req, remoting.Success, "")
-	resp.Language = remoting.LangGo
-	b.mu.Lock()
-	subs := make([]protocol.SubscriptionData, 0, len(b.subs))
-	for _, s := range b.subs {
-		subs = append(subs, s.data)
-	}
-	pqs := make([]*processQueue, 0, len(b.pqs))
-	for _, pq := range b.pqs {
-		pqs = append(pqs, pq)
-	}
-	b.mu.Unlock()
-	props := map[string]string{
-		"PROP_CONSUME_TYPE":             string(b.kind),
-		"PROP_CLIENT_VERSION":           "gorocketmq",
-		"PROP_CONSUMEORDERLY":           fmt.Sprint(b.orderly),
-		"PROP_THREADPOOL_CORE_SIZE":     fmt.Sprint(b.c.o.consumeGoroutines),
-		"PROP_CONSUMER_START_TIMESTAMP": fmt.Sprint(time.Now().UnixMilli()),
-	}
-	pb, _ := json.Marshal(props)
-	sb, _ := json.Marshal(subs)
-	var mqt strings.Builder
-	mqt.WriteByte('{')
-	for i, pq := range pqs {
-		if i > 0 {
-			mqt.WriteByte(',')
-		}
-		kb, _ := json.Marshal(pq.mq)
-		n, size := pq.cached()
-		pq.mu.Lock()
-		info := map[string]any{"commitOffset": b.store.current(pq.mq), "cachedMsgCount": n, "cachedMsgSizeInMiB": size >> 20,
-			"locked": time.Now().Before(pq.lockUntil), "droped": pq.dropped.Load(), "nextOffset": pq.nextOffset}
-		pq.mu.Unlock()
-		vb, _ := json.Marshal(info)
-		mqt.Write(kb)
-		mqt.WriteByte(':')
-		mqt.Write(vb)
-	}
-	mqt.WriteByte('}')
-	resp.Body = []byte(fmt.Sprintf(`{"properties":%s,"subscriptionSet":%s,"mqTable":%s,"statusTable":{}}`, pb, sb, mqt.String()))
-	return resp
-}

@@ -51,6 +51,7 @@ func NewPushConsumer(opts ...Option) (*PushConsumer, error) {
 	pc := &PushConsumer{pool: make(chan struct{}, o.consumeGoroutines)}
 	pc.b = newConsumerBase(c, protocol.ConsumePassively)
 	pc.b.deliver = pc.deliver
+	c.rc.RegisterHandler(remoting.ConsumeMessageDirectly, pc.handleConsumeDirectly)
 	if o.orderly {
 		pc.b.perQueue = pc.orderlyLoop
 	}
@@ -186,10 +187,22 @@ func (pc *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
 			res = ConsumeRetryLater
 		}
 	}()
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	start := time.Now()
+	now := strconv.FormatInt(start.UnixMilli(), 10)
 	for _, m := range msgs {
 		m.SetProperty(message.PropConsumeStartTime, now)
 	}
+	tc := pc.b.counters.topic(pc.b.c.wrapName(msgs[0].Topic))
+	res = ConsumeRetryLater
+	defer func() {
+		tc.runs.Add(1)
+		tc.consumeNanos.Add(int64(time.Since(start)))
+		if res == ConsumeSuccess {
+			tc.consumeOK.Add(int64(len(msgs)))
+		} else {
+			tc.consumeFailed.Add(int64(len(msgs)))
+		}
+	}()
 	r, err := h(pc.b.ctx, msgs...)
 	if err != nil {
 		return ConsumeRetryLater

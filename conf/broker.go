@@ -276,6 +276,8 @@ type BrokerConfig struct {
 	// on connections: see TLSConfig and ConnLimitConfig.
 	TLSConfig       `mapstructure:",squash"`
 	ConnLimitConfig `mapstructure:",squash"`
+	// MetricsConfig switches on /metrics (metricsExporterType=PROM).
+	MetricsConfig `mapstructure:",squash"`
 }
 
 // DefaultBrokerConfig returns every default, as RocketMQ 4.9's BrokerStartup
@@ -391,6 +393,7 @@ func DefaultBrokerConfig() BrokerConfig {
 
 		TLSConfig:       DefaultTLSConfig(),
 		ConnLimitConfig: DefaultConnLimitConfig(),
+		MetricsConfig:   DefaultMetricsConfig(),
 	}
 }
 
@@ -530,7 +533,10 @@ func (c *BrokerConfig) Validate() error {
 	if err := c.TLSConfig.validate(); err != nil {
 		return err
 	}
-	return c.ConnLimitConfig.validate()
+	if err := c.ConnLimitConfig.validate(); err != nil {
+		return err
+	}
+	return c.MetricsConfig.validate()
 }
 
 // maxConfigMillis bounds every duration key given in ms (a year). The

@@ -66,6 +66,8 @@ type NamesrvConfig struct {
 	// on connections: see TLSConfig and ConnLimitConfig.
 	TLSConfig       `mapstructure:",squash"`
 	ConnLimitConfig `mapstructure:",squash"`
+	// MetricsConfig switches on /metrics (metricsExporterType=PROM).
+	MetricsConfig `mapstructure:",squash"`
 }
 
 // DefaultNamesrvConfig returns every default, as RocketMQ 4.9's
@@ -100,6 +102,7 @@ func DefaultNamesrvConfig() NamesrvConfig {
 		BrokerChannelExpiredTime:           120_000,
 		TLSConfig:                          DefaultTLSConfig(),
 		ConnLimitConfig:                    DefaultConnLimitConfig(),
+		MetricsConfig:                      DefaultMetricsConfig(),
 	}
 }
 
@@ -142,7 +145,10 @@ func (c *NamesrvConfig) Validate() error {
 	if err := c.TLSConfig.validate(); err != nil {
 		return err
 	}
-	return c.ConnLimitConfig.validate()
+	if err := c.ConnLimitConfig.validate(); err != nil {
+		return err
+	}
+	return c.MetricsConfig.validate()
 }
 
 // ListenAddr is bindAddress:listenPort.

@@ -26,6 +26,9 @@ type NameServer struct {
 	kv     *KVConfigManager
 	srv    *remoting.Server
 	pool   *remoting.Pool
+	// requests count each request code served (stats.go); filled before
+	// the server starts, read-only afterwards.
+	requests []*requestCounter
 
 	cfgMu sync.Mutex // guards cfg, which UPDATE_NAMESRV_CONFIG may change
 	cfg   conf.NamesrvConfig

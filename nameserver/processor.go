@@ -58,7 +58,7 @@ func (ns *NameServer) registerProcessors(pool *remoting.Pool) {
 		remoting.UpdateNamesrvConfig:           ns.updateNamesrvConfig,
 	}
 	for code, fn := range handlers {
-		ns.srv.Handle(code, pool, fn)
+		ns.srv.Handle(code, pool, ns.counted(code, fn))
 	}
 }
 

@@ -15,6 +15,9 @@ type Pool struct {
 	mu      sync.RWMutex // guards closed against a send on a closed channel
 	closed  bool
 	running atomic.Int32
+	// rejected counts tasks refused because the queue was full (each
+	// answered SYSTEM_BUSY), for the metrics.
+	rejected atomic.Int64
 }
 
 // newPool starts workers goroutines serving a queue of queueLen tasks.
@@ -47,9 +50,16 @@ func (p *Pool) Submit(f func()) bool {
 	case p.tasks <- f:
 		return true
 	default:
+		p.rejected.Add(1)
 		return false
 	}
 }
+
+// Rejected returns how many tasks were refused for a full queue since start.
+func (p *Pool) Rejected() int64 { return p.rejected.Load() }
+
+// Capacity returns how many tasks may wait in the queue.
+func (p *Pool) Capacity() int { return cap(p.tasks) }
 
 // Busy returns the number of tasks running now.
 func (p *Pool) Busy() int { return int(p.running.Load()) }

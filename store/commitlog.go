@@ -181,6 +181,8 @@ type CommitLog struct {
 	lostMu sync.Mutex
 	// appendListener is a second hook after appendHook (HA push; replica.go).
 	appendListener atomic.Pointer[func()]
+	// metrics are the store's timings (metrics.go), shared with Store.
+	metrics *Metrics
 }
 
 // NewCommitLog returns a commitlog over cfg's commitlog directory. Call Load,
@@ -212,6 +214,7 @@ func NewCommitLog(cfg *Config, log logrus.FieldLogger) (*CommitLog, error) {
 		topicQueue: make(map[topicQueueKey]int64, 64),
 
 		writeThrough: cfg.FlushDiskType == SyncFlush,
+		metrics:      newMetrics(),
 	}
 	cl.put = cl.putBytes
 	cl.mfq.SetFlushMode(DefaultCommitLogFlushMode)
@@ -436,7 +439,9 @@ func (cl *CommitLog) PutMessage(ctx context.Context, msg *message.MessageExt) Pu
 // not hold a worker while group commit gathers writers, and allocates
 // nothing for that when there is nothing to wait for.
 func (cl *CommitLog) AppendMessage(msg *message.MessageExt) (res PutResult, mustWait bool) {
+	start := cl.metrics.PutLatency.Start()
 	res, wait := cl.appendMessage(msg)
+	cl.metrics.PutLatency.Since(start)
 	return cl.appended(res, wait)
 }
 
@@ -487,7 +492,9 @@ func (cl *CommitLog) PutMessages(ctx context.Context, batch *message.MessageExtB
 
 // AppendMessages is PutMessages without the flush wait, as AppendMessage.
 func (cl *CommitLog) AppendMessages(batch *message.MessageExtBatch) (res PutResult, mustWait bool) {
+	start := cl.metrics.PutLatency.Start()
 	res, wait := cl.appendBatch(batch)
+	cl.metrics.PutLatency.Since(start)
 	return cl.appended(res, wait)
 }
 

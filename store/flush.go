@@ -120,12 +120,14 @@ func (fs *flushService) fail(err error) error {
 func (fs *flushService) flushTo(leastPages int, target int64) error {
 	for range maxFlushCalls {
 		before := fs.cl.mfq.FlushedWhere()
+		start := time.Now()
 		where, err := fs.flushFn(leastPages)
 		if err != nil {
 			return err
 		}
 		if where > before {
 			fs.syncs.Add(1)
+			fs.cl.metrics.FlushLatency.Observe(time.Since(start))
 		}
 		if where >= target || where <= before {
 			return nil
@@ -211,9 +213,18 @@ func (fs *flushService) commitRound() {
 	fs.waiters = fs.spare[:0]
 	fs.mu.Unlock()
 
+	start := time.Now()
 	err := fs.failed()
 	if err == nil && (len(batch) > 0 || fs.cl.mfq.FlushedWhere() < fs.cl.mfq.MaxOffset()) {
 		err = fs.flushAndMark(0)
+	}
+	if len(batch) > 0 {
+		defer func(n int) {
+			m := fs.cl.metrics
+			m.GroupCommitLatency.Observe(time.Since(start))
+			m.GroupCommitRounds.Add(1)
+			m.GroupCommitWaiters.Add(int64(n))
+		}(len(batch))
 	}
 	flushed := fs.cl.mfq.FlushedWhere()
 	for _, w := range batch {

@@ -201,6 +201,7 @@ func (s *Store) GetMessage(group, topic string, queueID int32, offset int64, max
 		return nil, ErrShutdown
 	}
 	_ = group
+	defer s.commitLog.metrics.GetLatency.Since(s.commitLog.metrics.GetLatency.Start())
 	if maxTotalBytes <= 0 {
 		maxTotalBytes = DefaultMaxTransferBytes
 	}

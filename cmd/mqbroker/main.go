@@ -22,6 +22,7 @@ import (
 	"github.com/gorocketmq/gorocketmq/broker"
 	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/metrics"
 )
 
 // shutdownTimeout bounds a graceful stop.
@@ -92,6 +93,16 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer, st
 		fmt.Fprintf(stderr, "mqbroker: %v\n", err)
 		return 1
 	}
-	return daemon.Run(b, log, shutdownTimeout, "The broker boot success.",
+	var srv daemon.Server = b
+	if cfg.PromEnabled() {
+		// /metrics starts once the broker listens and stops before it.
+		exp, err := metrics.NewExporter(cfg.PromListenAddr(cfg.BindAddress), metrics.NewBrokerCollector(b))
+		if err != nil {
+			fmt.Fprintf(stderr, "mqbroker: %v\n", err)
+			return 1
+		}
+		srv = daemon.Chain(b, daemon.Logged(exp, log, "Prometheus metrics on /metrics"))
+	}
+	return daemon.Run(srv, log, shutdownTimeout, "The broker boot success.",
 		logrus.Fields{"brokerName": cfg.BrokerName, "namesrv": cfg.NamesrvAddr}, stop, started)
 }

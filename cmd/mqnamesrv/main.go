@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/metrics"
 	"github.com/gorocketmq/gorocketmq/nameserver"
 )
 
@@ -60,5 +61,15 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 		fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
 		return 1
 	}
-	return daemon.Run(ns, log, shutdownTimeout, "The Name Server boot success.", nil, stop, started)
+	var srv daemon.Server = ns
+	if cfg.PromEnabled() {
+		// /metrics starts once the nameserver listens and stops before it.
+		exp, err := metrics.NewExporter(cfg.PromListenAddr(cfg.BindAddress), metrics.NewNameServerCollector(ns))
+		if err != nil {
+			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
+			return 1
+		}
+		srv = daemon.Chain(ns, daemon.Logged(exp, log, "Prometheus metrics on /metrics"))
+	}
+	return daemon.Run(srv, log, shutdownTimeout, "The Name Server boot success.", nil, stop, started)
 }

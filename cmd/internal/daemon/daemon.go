@@ -99,3 +99,60 @@ func Run(srv Server, log logrus.FieldLogger, timeout time.Duration, bootMsg stri
 	}
 	return ExitOK
 }
+
+// Chain is first with helpers started after it (a metrics endpoint beside
+// a broker), as one Server: Start starts first and then each helper,
+// stopping at the first failure (Run then calls Shutdown, which stops what
+// started); Addr is first's; Shutdown stops the helpers in reverse order
+// and first last.
+func Chain(first Server, then ...Server) Server {
+	return &chain{servers: append([]Server{first}, then...)}
+}
+
+type chain struct {
+	servers []Server
+	started int
+}
+
+func (c *chain) Start() error {
+	for _, s := range c.servers {
+		if err := s.Start(); err != nil {
+			return err
+		}
+		c.started++
+	}
+	return nil
+}
+
+func (c *chain) Addr() string { return c.servers[0].Addr() }
+
+func (c *chain) Shutdown(ctx context.Context) error {
+	var errs []error
+	for i := len(c.servers) - 1; i >= 0; i-- {
+		// The first always gets Shutdown (a failed Start leaves a store to
+		// close); helpers only once started.
+		if i == 0 || i < c.started {
+			if err := c.servers[i].Shutdown(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Logged is srv that logs msg with its address at Info once it started.
+func Logged(srv Server, log logrus.FieldLogger, msg string) Server { return logged{srv, log, msg} }
+
+type logged struct {
+	Server
+	log logrus.FieldLogger
+	msg string
+}
+
+func (l logged) Start() error {
+	if err := l.Server.Start(); err != nil {
+		return err
+	}
+	l.log.WithField("addr", l.Addr()).Info(l.msg)
+	return nil
+}

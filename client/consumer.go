@@ -979,4 +979,3 @@ func decodeResetOffsetBody(body []byte) (map[MessageQueue]int64, error) {
 	}
 	return out, nil
 }
-

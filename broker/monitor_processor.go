@@ -289,7 +289,7 @@ func (b *Broker) processViewBrokerStatsData(c *remoting.Conn, req *remoting.Comm
 	if resp := b.adminDecode(c, req, &h); resp != nil {
 		return resp, nil
 	}
-	w, ok := b.stats.view(h.StatsName, h.StatsKey, b.cfg.BrokerClusterName)
+	w, ok := b.stats.view(h.StatsName, h.StatsKey, b.cfg.BrokerClusterName, time.Now())
 	if !ok {
 		return respond(req, remoting.SystemError, fmt.Sprintf("The stats <%s> <%s> not exist", h.StatsName, h.StatsKey)), nil
 	}

@@ -140,6 +140,14 @@ func (s *brokerStats) sample(now time.Time) {
 
 func (it *statsItem) sample(at time.Duration) {
 	n, sz := it.nums.Load(), it.size.Load()
+	if base := max(at-statsSampleInterval, 0); it.sec.count == 0 && base < at {
+		// A new counter: everything it holds was counted since the last
+		// sampling, so a zero one interval back is its baseline.
+		it.sec.add(base, 0, 0)
+		it.min.add(base, 0, 0)
+		it.hour.add(base, 0, 0)
+		it.day.add(base, 0, 0)
+	}
 	it.sec.add(at, n, sz)
 	it.min.add(at, n, sz)
 	it.hour.add(at, n, sz)
@@ -192,10 +200,22 @@ func (it *statsItem) rates() Rates {
 	}
 }
 
-func (it *statsItem) windows() WindowStats {
+// windows reads the item's windowed sums at at (since epoch): the live
+// counter minus the oldest sample within each window, so what was counted
+// a moment ago is in the minute already; TPS is that sum over the time it
+// covers.
+func (it *statsItem) windows(at time.Duration, size bool) WindowStats {
+	live := it.nums.Load()
+	if size {
+		live = it.size.Load()
+	}
 	win := func(r *ring, d time.Duration) WindowStat {
-		sum, _ := r.delta(d, false)
-		return WindowStat{Sum: sum, TPS: r.rate(d, false)}
+		sum, span := r.sumTo(at, live, d, size)
+		w := WindowStat{Sum: sum}
+		if span > 0 {
+			w.TPS = float64(sum) / span.Seconds()
+		}
+		return w
 	}
 	return WindowStats{Minute: win(&it.min, time.Minute), Hour: win(&it.hour, time.Hour), Day: win(&it.day, 24*time.Hour)}
 }
@@ -227,11 +247,12 @@ func (s *brokerStats) groupRates(group, topic string) Rates {
 
 // view returns the windowed stats of one named statistic and key, as
 // VIEW_BROKER_STATS_DATA asks, or false when there is no such item.
-func (s *brokerStats) view(name, key, cluster string) (WindowStats, bool) {
+func (s *brokerStats) view(name, key, cluster string, now time.Time) (WindowStats, bool) {
 	var it *statsItem
 	useSize := false
 	split := func() (groupTopic, bool) {
-		for i := len(key) - 1; i >= 0; i-- {
+		// "topic@group": topic names cannot hold '@'.
+		for i := 0; i < len(key); i++ {
 			if key[i] == '@' {
 				return groupTopic{group: key[i+1:], topic: key[:i]}, true
 			}
@@ -265,14 +286,7 @@ func (s *brokerStats) view(name, key, cluster string) (WindowStats, bool) {
 	}
 	s.sampleMu.Lock()
 	defer s.sampleMu.Unlock()
-	if !useSize {
-		return it.windows(), true
-	}
-	win := func(r *ring, d time.Duration) WindowStat {
-		sum, _ := r.delta(d, true)
-		return WindowStat{Sum: sum, TPS: r.rate(d, true)}
-	}
-	return WindowStats{Minute: win(&it.min, time.Minute), Hour: win(&it.hour, time.Hour), Day: win(&it.day, 24*time.Hour)}, true
+	return it.windows(now.Sub(s.epoch), useSize), true
 }
 
 // CounterStats is one counter's totals since start and its recent rates.
@@ -414,14 +428,24 @@ func newRing(spec ringSpec) ring {
 	return ring{spec: spec, at: make([]time.Duration, spec.n), nums: make([]int64, spec.n), size: make([]int64, spec.n)}
 }
 
-// slack absorbs ticker jitter when comparing sample times: a tenth of
-// the step, at most half the sampling interval (so a 10 s ring fed every
-// second takes the tenth sample, not the ninth).
+// step numbers the step of time at falls in.
+func (r *ring) step(at time.Duration) int64 {
+	n := int64(at / r.spec.step)
+	if at < 0 && at%r.spec.step != 0 {
+		n--
+	}
+	return n
+}
+
+// slack absorbs ticker jitter when choosing the samples of a window: a
+// tenth of the step, at most half the sampling interval.
 func (r *ring) slack() time.Duration { return min(r.spec.step/10, statsSampleInterval/2) }
 
-// add records a sample unless the newest is less than a step old.
+// add records a sample unless the ring already holds one from the same
+// step of time (steps counted from the epoch, so every counter's ring
+// samples on the same grid).
 func (r *ring) add(at time.Duration, nums, size int64) {
-	if r.count > 0 && at-r.at[r.head] < r.spec.step-r.slack() {
+	if r.count > 0 && r.step(at) <= r.step(r.at[r.head]) {
 		return
 	}
 	r.head = (r.head + 1) % r.spec.n
@@ -449,6 +473,32 @@ func (r *ring) delta(d time.Duration, size bool) (int64, time.Duration) {
 		oldest = i
 	}
 	return vals[newest] - vals[oldest], r.at[newest] - r.at[oldest]
+}
+
+// sumTo returns how much the counter grew from the oldest sample within d
+// before at up to live, its value at at, and the time that covers. With no
+// sample yet (a counter newer than the last sampling) all of live counts.
+func (r *ring) sumTo(at time.Duration, live int64, d time.Duration, size bool) (int64, time.Duration) {
+	if r.count == 0 {
+		return live, 0
+	}
+	vals := r.nums
+	if size {
+		vals = r.size
+	}
+	oldest := -1
+	for k := 0; k < r.count; k++ {
+		i := (r.head - k + r.spec.n) % r.spec.n
+		if at-r.at[i] > d+r.slack() {
+			break
+		}
+		oldest = i
+	}
+	if oldest < 0 {
+		// Every sample is older than the window: the newest bounds it.
+		oldest = r.head
+	}
+	return live - vals[oldest], at - r.at[oldest]
 }
 
 // rate is delta per second; zero before two samples.

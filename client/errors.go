@@ -43,6 +43,8 @@ var (
 	ErrNotAssigned = errors.New("client: queue not assigned")
 	// ErrTransactionListener means a transaction producer has no listener.
 	ErrTransactionListener = errors.New("client: transaction listener is nil")
+	// ErrMessageNotFound means an admin lookup found no message by that id.
+	ErrMessageNotFound = errors.New("client: message not found")
 )
 
 // BrokerError is a response code other than success from a nameserver or a

@@ -158,7 +158,7 @@ func appendOffsetTable(out []byte, t map[MessageQueue]int64) ([]byte, error) {
 // decodeOffsetTable reads one Map<MessageQueue,Long> object.
 func decodeOffsetTable(raw []byte) (map[MessageQueue]int64, error) {
 	out := map[MessageQueue]int64{}
-	err := DecodeMessageQueueTable(append([]byte(`{"t":`), append(raw, '}')...), "t", func(mq MessageQueue, v []byte) error {
+	err := DecodeMessageQueueTable(wrapField(raw), "t", func(mq MessageQueue, v []byte) error {
 		n, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
 		if err != nil {
 			return err
@@ -167,6 +167,15 @@ func decodeOffsetTable(raw []byte) (map[MessageQueue]int64, error) {
 		return nil
 	})
 	return out, err
+}
+
+// wrapField returns a new buffer {"t":raw}, for DecodeMessageQueueTable.
+// (Appending to raw itself would write into the body it was cut from.)
+func wrapField(raw []byte) []byte {
+	out := make([]byte, 0, len(raw)+6)
+	out = append(out, `{"t":`...)
+	out = append(out, raw...)
+	return append(out, '}')
 }
 
 // DecodeGetConsumerStatusBody reads either form (a client's or a broker's).
@@ -370,7 +379,7 @@ func DecodeConsumerRunningInfo(b []byte) (*ConsumerRunningInfo, error) {
 		case "jstack":
 			return json.Unmarshal(raw, &ri.Jstack)
 		case "mqTable":
-			return DecodeMessageQueueTable(append([]byte(`{"t":`), append(raw, '}')...), "t", func(mq MessageQueue, v []byte) error {
+			return DecodeMessageQueueTable(wrapField(raw), "t", func(mq MessageQueue, v []byte) error {
 				var pq ProcessQueueInfo
 				if err := json.Unmarshal(v, &pq); err != nil {
 					return err

@@ -363,3 +363,17 @@ func (a *Admin) Pull(ctx context.Context, mq MessageQueue, expression string, of
 	out.Found = true
 	return out, nil
 }
+
+// ConsumerConnectionsAt returns the clients of group connected to the
+// broker at addr (GET_CONSUMER_CONNECTION_LIST on that broker).
+func (a *Admin) ConsumerConnectionsAt(ctx context.Context, group, addr string) (*protocol.ConsumerConnection, error) {
+	resp, err := a.call(ctx, addr, remoting.GetConsumerConnectionList, &protocol.GroupRequestHeader{ConsumerGroup: a.c.wrapName(group)}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var cc protocol.ConsumerConnection
+	if err := json.Unmarshal(resp.Body, &cc); err != nil {
+		return nil, fmt.Errorf("%w: consumer connection: %w", protocol.ErrBadBody, err)
+	}
+	return &cc, nil
+}

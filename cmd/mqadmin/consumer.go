@@ -282,11 +282,17 @@ func listGroups(e *env, a *client.Admin) error {
 		return err
 	}
 	e.printf("%-32s  %-6s  %-24s %-5s  %-14s  %-7s  %s\n", "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
+	var groups []string
 	for _, t := range topics {
-		if !strings.HasPrefix(t, retryPrefix) {
-			continue
+		if strings.HasPrefix(t, retryPrefix) {
+			groups = append(groups, strings.TrimPrefix(t, retryPrefix))
 		}
-		group := strings.TrimPrefix(t, retryPrefix)
+	}
+	bar := e.bar("reading consumer groups", int64(len(groups)))
+	bar.SetUnit("groups")
+	defer bar.Done()
+	for _, group := range groups {
+		bar.Add(1)
 		var diff int64
 		if rows, err := a.ConsumerProgress(e.ctx, group, ""); err == nil {
 			for _, r := range rows {
@@ -308,6 +314,7 @@ func listGroups(e *env, a *client.Admin) error {
 				model = string(cc.MessageModel)
 			}
 		}
+		bar.Clear()
 		e.printf("%-32s  %-6d  %-24s %-5s  %-14s  %-7s  %d\n", front(group, 32), count, version, typ, model, "NA", diff)
 	}
 	return nil
@@ -364,7 +371,11 @@ func runResetOffsetByTime(e *env) error {
 	if err != nil {
 		return err
 	}
-	offsets, err := a.ResetOffsetByTime(e.ctx, group, topic, ts, force)
+	var offsets map[client.MessageQueue]int64
+	err = e.spin(fmt.Sprintf("resetting the offsets of %s on %s", group, topic), func() error {
+		offsets, err = a.ResetOffsetByTime(e.ctx, group, topic, ts, force)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -390,7 +401,11 @@ func skipAccumulatedMessageCmd() *command {
 			// Java asks for timestamp -1 (= max offset); client.Admin takes a
 			// time, and the first message at or after now is the end of
 			// every queue.
-			offsets, err := a.ResetOffsetByTime(e.ctx, e.vals.get("g"), e.vals.get("t"), time.Now(), e.vals.bool("f", true))
+			var offsets map[client.MessageQueue]int64
+			err = e.spin(fmt.Sprintf("skipping the backlog of %s on %s", e.vals.get("g"), e.vals.get("t")), func() error {
+				offsets, err = a.ResetOffsetByTime(e.ctx, e.vals.get("g"), e.vals.get("t"), time.Now(), e.vals.bool("f", true))
+				return err
+			})
 			if err != nil {
 				return err
 			}

@@ -13,26 +13,32 @@
 //
 // Commands: updateTopic deleteTopic updateSubGroup deleteSubGroup
 // updateBrokerConfig updateTopicPerm topicRoute topicStatus topicClusterList
-// brokerStatus queryMsgById queryMsgByKey queryMsgByUniqueKey
-// queryMsgByOffset consumerConnection consumerProgress clusterList topicList
-// updateKvConfig deleteKvConfig resetOffsetByTime skipAccumulatedMessage
-// updateOrderConf getNamesrvConfig updateNamesrvConfig getBrokerConfig
-// getConsumerConfig sendMessage updateAclConfig deleteAclConfig
-// (deleteAccessConfig) clusterAclConfigVersion updateGlobalWhiteAddr
-// getAclConfig; and from RocketMQ 5, haStatus. clusterList and haStatus -i
-// repeat until Ctrl-C.
+// brokerStatus (a broker's runtime figures: RocketMQ's name for
+// getBrokerRuntime) queryMsgById queryMsgByKey queryMsgByUniqueKey
+// queryMsgByOffset printMsg printMsgByQueue brokerConsumeStats
+// producerConnection consumerConnection consumerProgress consumerStatus
+// cloneGroupOffset clusterList topicList updateKvConfig deleteKvConfig
+// resetOffsetByTime skipAccumulatedMessage updateOrderConf cleanExpiredCQ
+// deleteExpiredCommitLog statsAll getNamesrvConfig updateNamesrvConfig
+// getBrokerConfig getConsumerConfig sendMessage consumeMessage
+// updateAclConfig deleteAclConfig (deleteAccessConfig)
+// clusterAclConfigVersion updateGlobalWhiteAddr getAclConfig; and from
+// RocketMQ 5, haStatus. clusterList and haStatus -i repeat until Ctrl-C.
+//
+// On a terminal, long runs (printMsg, printMsgByQueue, consumeMessage,
+// statsAll, consumerStatus, consumerProgress without -g, the offset resets)
+// draw a progress line on stderr; piped or redirected, they print only
+// their output.
 //
 // On a broker with aclEnable, commands sign their requests with the
 // accessKey and secretKey of $ROCKETMQ_HOME/conf/tools.yml, as RocketMQ's
 // mqadmin does.
 //
-// Java's other commands (wipeWritePerm, producerConnection, consumerStatus,
-// printMsg, statsAll, export...) need admin calls client.Admin does not
-// have yet, and are absent rather than approximated. Options that need them
-// are absent too: consumerProgress -s, queryMsgById -g/-d/-s/-u,
-// queryMsgByUniqueKey -g/-d, updateTopic -u/-s, resetOffsetByTime -c. Where
-// Java prints data the SDK does not return (a consumer's client IP, consume
-// TPS) the cell says NA.
+// Java's other commands (wipeWritePerm, queryMsgTraceById, export...) are
+// absent rather than approximated. Options absent too: consumerProgress -s,
+// queryMsgById -u, queryMsgByUniqueKey -g/-d, updateTopic -u/-s,
+// resetOffsetByTime -c. Where Java prints data the SDK does not return (a
+// consumer's client IP in consumerProgress) the cell says NA.
 package main
 
 import (
@@ -191,6 +197,9 @@ type env struct {
 	ctx   context.Context
 	out   io.Writer
 	admin *client.Admin
+	// adminGroup, when set before the admin starts, is the group its
+	// pulls name (mqadmin consumeMessage -g); TOOLS_CONSUMER otherwise.
+	adminGroup string
 }
 
 // nameServers returns -n, else NAMESRV_ADDR, split on ';'.
@@ -217,6 +226,9 @@ func (e *env) Admin() (*client.Admin, error) {
 	}
 	opts := []client.Option{client.WithNameServer(strings.Join(ns, ";")), client.WithLogger(e.logger()),
 		client.WithInstanceName(fmt.Sprintf("mqadmin-%d", time.Now().UnixNano()))}
+	if e.adminGroup != "" {
+		opts = append(opts, client.WithGroupName(e.adminGroup))
+	}
 	tlsOpt, err := e.tlsOption()
 	if err != nil {
 		return nil, err

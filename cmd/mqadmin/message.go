@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorocketmq/gorocketmq/client"
+	"github.com/gorocketmq/gorocketmq/message"
 )
 
 // errNoMessage is Java's answer when an index query finds nothing.
@@ -69,16 +70,33 @@ func javaProps(p map[string]string) string {
 func queryMsgByIDCmd() *command {
 	return &command{
 		name: "queryMsgById", desc: "Query Message by Id",
-		opts: []option{{short: "i", long: "msgId", hasArg: true, required: true, desc: "Message Id"}},
+		opts: []option{
+			{short: "i", long: "msgId", hasArg: true, required: true, desc: "Message Id"},
+			{short: "g", long: "consumerGroup", hasArg: true, desc: "consumer group name"},
+			{short: "d", long: "clientId", hasArg: true, desc: "The consumer's client id"},
+			{short: "s", long: "sendMessage", hasArg: true, desc: "resend message"},
+		},
 		run: func(e *env) error {
 			a, err := e.Admin()
 			if err != nil {
 				return err
 			}
+			var ids []string
 			for _, id := range strings.Split(e.vals.get("i"), ",") {
-				if id = strings.TrimSpace(id); id == "" {
-					continue
+				if id = strings.TrimSpace(id); id != "" {
+					ids = append(ids, id)
 				}
+			}
+			switch {
+			case e.vals.has("g") && e.vals.has("d"):
+				return pushMsgs(e, a, ids)
+			case e.vals.has("s"):
+				if !e.vals.bool("s", false) {
+					return nil
+				}
+				return resendMsgs(e, a, ids)
+			}
+			for _, id := range ids {
 				m, err := a.ViewMessage(e.ctx, id)
 				if err != nil {
 					return fmt.Errorf("message %s: %w", id, err)
@@ -249,4 +267,89 @@ func runSendMessage(e *env) error {
 	e.printf("%-32s  %-4s  %-20s    %s\n", "#Broker Name", "#QID", "#Send Result", "#MsgId")
 	e.printf("%-32s  %-4d  %-20s    %s\n", res.Queue.BrokerName, res.Queue.QueueID, res.Status, res.MsgID)
 	return nil
+}
+
+// pushMsgs has one client of a group run its listener on each message
+// (CONSUME_MESSAGE_DIRECTLY), printing each result as Java's toString.
+func pushMsgs(e *env, a *client.Admin, ids []string) error {
+	group, clientID := e.vals.get("g"), e.vals.get("d")
+	var failed error
+	for _, id := range ids {
+		r, err := a.ConsumeMessageDirectly(e.ctx, group, clientID, "", id)
+		if err != nil {
+			fmt.Fprintf(e.app.err, "message %s: %v\n", id, describe(err))
+			failed = err
+			continue
+		}
+		e.printf("ConsumeMessageDirectlyResult [order=%t, autoCommit=%t, consumeResult=%s, remark=%s, spentTimeMills=%d]\n",
+			r.Order, r.AutoCommit, r.ConsumeResult, r.Remark, r.SpentTimeMills)
+	}
+	return failed
+}
+
+// resendMsgs sends each message again, as it is stored (its topic, tags,
+// keys, properties and body), with a new producer (queryMsgById -s true).
+func resendMsgs(e *env, a *client.Admin, ids []string) error {
+	p, err := e.producer()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = p.Shutdown() }()
+	for _, id := range ids {
+		m, err := a.ViewMessage(e.ctx, id)
+		if err != nil {
+			return fmt.Errorf("message %s: %w", id, err)
+		}
+		e.printf("prepare resend msg. originalMsgId=%s\n", id)
+		res, err := p.SendSync(e.ctx, resendable(m))
+		if err != nil {
+			return err
+		}
+		e.printf("SendResult [sendStatus=%s, msgId=%s, offsetMsgId=%s, messageQueue=%s, queueOffset=%d]\n",
+			res.Status, res.MsgID, res.OffsetMsgID, mqString(res.Queue), res.QueueOffset)
+	}
+	return nil
+}
+
+// resendable is a stored message as a new one: its topic, flag, body and
+// properties, without the ones the broker and the producer set themselves.
+func resendable(m *client.MessageExt) *client.Message {
+	out := client.NewMessage(m.Topic, m.Body)
+	out.Flag = m.Flag
+	for k, v := range m.Properties {
+		switch k {
+		case message.PropUniqKey, message.PropCluster, message.PropMsgRegion, message.PropTraceSwitch:
+			continue
+		}
+		out.WithProperty(k, v)
+	}
+	return out
+}
+
+// producer starts a producer for commands that send.
+func (e *env) producer() (*client.Producer, error) {
+	ns := e.nameServers()
+	if len(ns) == 0 {
+		return nil, client.ErrNoNameServer
+	}
+	opts := []client.Option{client.WithNameServer(strings.Join(ns, ";")), client.WithLogger(e.logger()),
+		client.WithGroupName(fmt.Sprintf("mqadmin-%d", time.Now().UnixMilli()))}
+	if tlsOpt, err := e.tlsOption(); err != nil {
+		return nil, err
+	} else if tlsOpt != nil {
+		opts = append(opts, tlsOpt)
+	}
+	cred, err := e.toolsCredentials()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, client.WithCredentials(cred))
+	p, err := client.NewProducer(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }

@@ -82,6 +82,9 @@ func runConsumer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep := newReporter(&c, lw, consumeLine)
 	cpu := startCPUClock()
 	start := time.Now()
+	if lw.inPlace {
+		lw.setProgress(start, f.duration, f.count, (&c).OK.Load)
+	}
 	rep.start(start)
 	runCtx, cancel := context.WithTimeout(ctx, f.duration)
 	first, last := consumeLoop(runCtx, pc, &c, f.count, f.idle)

@@ -110,6 +110,9 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	lb.measuring.Store(true)
 	cpu := startCPUClock()
 	start := time.Now()
+	if lw.inPlace {
+		lw.setProgress(start, f.duration, 0, func() int64 { return 0 })
+	}
 	rep.start(start)
 	runCtx, cancel := context.WithTimeout(ctx, f.duration)
 	lb.sendAll(runCtx)

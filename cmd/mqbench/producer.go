@@ -116,6 +116,9 @@ func runProducer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rep := newReporter(&b.c, lw, sendLine)
 	cpu := startCPUClock()
 	start := time.Now()
+	if lw.inPlace {
+		lw.setProgress(start, f.duration, f.count, (&b.c).OK.Load)
+	}
 	rep.start(start)
 	runCtx, cancel := context.WithTimeout(ctx, f.duration)
 	b.run(runCtx)

@@ -90,6 +90,32 @@ type liveWriter struct {
 	w       io.Writer
 	inPlace bool
 	pending bool // a redrawn line is on screen without its newline
+	// progress, when set, is appended to in-place lines: how much of the
+	// run is done. Piped output never shows it.
+	progress func() string
+}
+
+// setProgress makes in-place lines end with how far the run is: the larger
+// of the elapsed share of d and, with count > 0, done() of count.
+func (lw *liveWriter) setProgress(start time.Time, d time.Duration, count int64, done func() int64) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.progress = func() string { return runProgress(time.Since(start), d, count, done()) }
+}
+
+// runProgress renders "  [ 42% 25s/1m0s]" (with "  1200/5000 msgs" when a
+// count bounds the run).
+func runProgress(elapsed, d time.Duration, count, done int64) string {
+	share := 0.0
+	if d > 0 {
+		share = float64(elapsed) / float64(d)
+	}
+	msgs := ""
+	if count > 0 {
+		share = max(share, float64(done)/float64(count))
+		msgs = fmt.Sprintf(" %d/%d msgs", done, count)
+	}
+	return fmt.Sprintf("  [%3.0f%% %s/%s%s]", min(share, 1)*100, elapsed.Round(time.Second), d, msgs)
 }
 
 func newLiveWriter(w io.Writer, inPlace bool) *liveWriter {
@@ -101,6 +127,9 @@ func (lw *liveWriter) Live(line string) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if lw.inPlace {
+		if lw.progress != nil {
+			line += lw.progress()
+		}
 		fmt.Fprintf(lw.w, "\r%s\x1b[K", line)
 		lw.pending = true
 		return

@@ -149,6 +149,24 @@ func TestLiveWriter(t *testing.T) {
 	lw.Line("more")
 	assert.Equal(t, "\ra\x1b[K\rb\x1b[K\ndone\nmore\n", term.String(), "terminal: redrawn in place")
 	assert.False(t, isTerminal(&term))
+
+	// Progress goes on the redrawn line only, never into piped output.
+	term.Reset()
+	lw = newLiveWriter(&term, true)
+	lw.setProgress(time.Now(), time.Hour, 10, func() int64 { return 5 })
+	lw.Live("x")
+	assert.Regexp(t, `^\rx  \[ 50% 0s/1h0m0s 5/10 msgs\]\x1b\[K$`, term.String())
+	plain.Reset()
+	lw = newLiveWriter(&plain, false)
+	lw.setProgress(time.Now(), time.Hour, 10, func() int64 { return 5 })
+	lw.Live("x")
+	assert.Equal(t, "x\n", plain.String())
+}
+
+func TestRunProgress(t *testing.T) {
+	assert.Equal(t, "  [ 25% 15s/1m0s]", runProgress(15*time.Second, time.Minute, 0, 0))
+	assert.Equal(t, "  [ 80% 15s/1m0s 800/1000 msgs]", runProgress(15*time.Second, time.Minute, 1000, 800), "the count is further along")
+	assert.Equal(t, "  [100% 2m0s/1m0s]", runProgress(2*time.Minute, time.Minute, 0, 0), "capped")
 }
 
 func TestCPUShare(t *testing.T) {

@@ -2,8 +2,10 @@ package metrics
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -32,17 +34,47 @@ func quietLog() logrus.FieldLogger {
 	return l
 }
 
+// stopAtEnd shuts s down when the test ends.
+func stopAtEnd(t *testing.T, s interface{ Shutdown(context.Context) error }) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, s.Shutdown(ctx))
+	})
+}
+
+// mustBroker starts a broker registered with ns and an exporter beside it,
+// both stopped when the test ends; tweak adjusts the config first.
+func mustBroker(t *testing.T, ns string, tweak func(*conf.BrokerConfig)) (*broker.Broker, *Exporter) {
+	t.Helper()
+	cfg := conf.DefaultBrokerConfig()
+	cfg.BrokerName = "broker-m"
+	cfg.BrokerIP1, cfg.BindAddress, cfg.ListenPort = "127.0.0.1", "127.0.0.1", 0
+	cfg.NamesrvAddr = ns
+	cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
+	cfg.MappedFileSizeCommitLog = 1 << 20
+	cfg.MaxHashSlotNum, cfg.MaxIndexNum = 1000, 4000
+	cfg.ServerSelectorThreads = 1
+	cfg.MetricsExporterType, cfg.MetricsPromExporterHost, cfg.MetricsPromExporterPort = "PROM", "127.0.0.1", 0
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	b, err := broker.New(&cfg, quietLog())
+	require.NoError(t, err)
+	require.NoError(t, b.Start())
+	stopAtEnd(t, b)
+	exp, err := NewExporter(cfg.PromListenAddr(cfg.BindAddress), NewBrokerCollector(b))
+	require.NoError(t, err)
+	require.NoError(t, exp.Start())
+	stopAtEnd(t, exp)
+	return b, exp
+}
+
 // mustCluster starts a nameserver and a SYNC_FLUSH broker on loopback, with
 // an exporter beside each, all stopped when the test ends.
 func mustCluster(t *testing.T) (ns *nameserver.NameServer, b *broker.Broker, nsExp, bExp *Exporter) {
 	t.Helper()
-	stop := func(s interface{ Shutdown(context.Context) error }) {
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			assert.NoError(t, s.Shutdown(ctx))
-		})
-	}
+	stop := func(s interface{ Shutdown(context.Context) error }) { stopAtEnd(t, s) }
 	nsCfg := conf.DefaultNamesrvConfig()
 	nsCfg.BindAddress, nsCfg.ListenPort = "127.0.0.1", 0
 	nsCfg.KvConfigPath = filepath.Join(t.TempDir(), "kv.json")
@@ -52,25 +84,7 @@ func mustCluster(t *testing.T) (ns *nameserver.NameServer, b *broker.Broker, nsE
 	require.NoError(t, ns.Start())
 	stop(ns)
 
-	cfg := conf.DefaultBrokerConfig()
-	cfg.BrokerName = "broker-m"
-	cfg.BrokerIP1, cfg.BindAddress, cfg.ListenPort = "127.0.0.1", "127.0.0.1", 0
-	cfg.NamesrvAddr = ns.Addr()
-	cfg.StorePathRootDir = filepath.Join(t.TempDir(), "store")
-	cfg.MappedFileSizeCommitLog = 1 << 20
-	cfg.MaxHashSlotNum, cfg.MaxIndexNum = 1000, 4000
-	cfg.ServerSelectorThreads = 1
-	cfg.FlushDiskType = "SYNC_FLUSH"
-	cfg.MetricsExporterType, cfg.MetricsPromExporterHost, cfg.MetricsPromExporterPort = "PROM", "127.0.0.1", 0
-	b, err = broker.New(&cfg, quietLog())
-	require.NoError(t, err)
-	require.NoError(t, b.Start())
-	stop(b)
-
-	bExp, err = NewExporter(cfg.PromListenAddr(cfg.BindAddress), NewBrokerCollector(b))
-	require.NoError(t, err)
-	require.NoError(t, bExp.Start())
-	stop(bExp)
+	b, bExp = mustBroker(t, ns.Addr(), func(c *conf.BrokerConfig) { c.FlushDiskType = "SYNC_FLUSH" })
 	nsExp, err = NewExporter("127.0.0.1:0", NewNameServerCollector(ns))
 	require.NoError(t, err)
 	require.NoError(t, nsExp.Start())
@@ -257,4 +271,97 @@ func TestExporterLifecycle(t *testing.T) {
 	require.NoError(t, e.Shutdown(context.Background()))
 	_, err = http.Get("http://" + e.Addr() + "/metrics")
 	assert.Error(t, err, "nothing listens after Shutdown")
+}
+
+// TestScrapeReplicationLag: a master reports every slave connection's
+// acknowledged offset and lag in bytes, exactly as far as the slave's last
+// report; a slave reports how far it is behind its master.
+func TestScrapeReplicationLag(t *testing.T) {
+	ns, m, _, mExp := mustCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+	defer cancel()
+	const topic = "ReplTopic"
+	admin, err := client.NewAdmin(client.WithNameServer(ns.Addr()), client.WithLogger(quietLog()))
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, admin.CreateTopic(ctx, client.TopicConfig{Topic: topic, ReadQueueNums: 1, WriteQueueNums: 1, BrokerAddr: m.Addr()}))
+	require.Eventually(t, func() bool { _, err := admin.TopicRoute(ctx, topic); return err == nil }, waitFor, 20*time.Millisecond)
+	p, err := client.NewProducer(client.WithNameServer(ns.Addr()), client.WithGroupName("repl_producer"), client.WithLogger(quietLog()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Shutdown()
+	send := func(n int) {
+		for i := range n {
+			_, err := p.SendSync(ctx, client.NewMessage(topic, []byte(fmt.Sprintf("r-%d", i))))
+			require.NoError(t, err)
+		}
+	}
+	send(20)
+	firstEnd := m.Store().CommitLogMaxOffset()
+
+	// A raw slave speaking RocketMQ's HA protocol: it reports offset 0,
+	// so its lag is everything the master holds.
+	kv, err := admin.BrokerRuntimeStats(ctx, m.Addr())
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", kv["haServerAddr"])
+	require.NoError(t, err)
+	defer conn.Close()
+	report := func(off int64) {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(off))
+		_, err := conn.Write(b[:])
+		require.NoError(t, err)
+	}
+	report(0)
+	drained := make(chan struct{})
+	go func() { // drainLoop: reads the master's pushes so it never blocks
+		defer close(drained)
+		_, _ = io.Copy(io.Discard, conn)
+	}()
+	defer func() { conn.Close(); <-drained }()
+	peer := map[string]string{"slave": conn.LocalAddr().String()}
+	require.Eventually(t, func() bool {
+		v, ok := value(scrape(t, mExp), "rocketmq_replication_lag_bytes", peer)
+		return ok && v == float64(firstEnd)
+	}, waitFor, 20*time.Millisecond, "the raw slave lags by all %d bytes", firstEnd)
+	fams := scrape(t, mExp)
+	assert.Zero(t, must(t, fams, "rocketmq_replication_slave_ack_offset", peer))
+	assert.Equal(t, 1.0, must(t, fams, "rocketmq_replication_slaves", nil))
+
+	report(firstEnd)
+	require.Eventually(t, func() bool {
+		v, ok := value(scrape(t, mExp), "rocketmq_replication_lag_bytes", peer)
+		return ok && v == 0
+	}, waitFor, 20*time.Millisecond, "caught up by its report")
+
+	// A real slave follows; the raw one now lags by what came after its report.
+	s, sExp := mustBroker(t, ns.Addr(), func(c *conf.BrokerConfig) { c.BrokerID, c.BrokerRole = 1, conf.RoleSlave })
+	send(10)
+	end := m.Store().CommitLogMaxOffset()
+	require.Eventually(t, func() bool {
+		return s.Store().CommitLogMaxOffset() == end
+	}, waitFor, 20*time.Millisecond, "the slave catches up")
+	require.Eventually(t, func() bool {
+		fams := scrape(t, mExp)
+		f := fams["rocketmq_replication_slave_ack_offset"]
+		if f == nil || must(t, fams, "rocketmq_replication_slaves", nil) != 2 {
+			return false
+		}
+		for _, mt := range f.Metric {
+			for _, lp := range mt.Label {
+				if lp.GetName() == "slave" && lp.GetValue() != peer["slave"] && mt.Gauge.GetValue() == float64(end) {
+					return true
+				}
+			}
+		}
+		return false
+	}, waitFor, 20*time.Millisecond, "the master sees the real slave acknowledge everything")
+	fams = scrape(t, mExp)
+	assert.Equal(t, float64(end-firstEnd), must(t, fams, "rocketmq_replication_lag_bytes", peer))
+	require.Eventually(t, func() bool {
+		v, ok := value(scrape(t, sExp), "rocketmq_replication_behind_master_bytes", nil)
+		return ok && v == 0
+	}, waitFor, 20*time.Millisecond, "the slave reports itself caught up")
+	_, onSlave := scrape(t, sExp)["rocketmq_replication_slaves"]
+	assert.False(t, onSlave, "a slave has no slaves of its own")
 }

@@ -324,13 +324,28 @@ func (a *Admin) ConsumerConnections(ctx context.Context, group string) (*protoco
 // written directly (mqadmin's resetOffsetByTimeOld): stop the group's
 // consumers first then, or they overwrite them with their own.
 func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, ts time.Time, force bool) (map[MessageQueue]int64, error) {
+	return a.resetOffset(ctx, group, topic, ts.UnixMilli(), force)
+}
+
+// SkipAccumulated moves group's offsets on topic to the end of every queue
+// (mqadmin skipAccumulatedMessage): the broker takes timestamp -1 as each
+// queue's max offset, so no clock is compared and nothing stored before
+// the call is left unconsumed. Without force an offset only moves back, so
+// a skip without force changes nothing; mqadmin's default is force.
+func (a *Admin) SkipAccumulated(ctx context.Context, group, topic string, force bool) (map[MessageQueue]int64, error) {
+	return a.resetOffset(ctx, group, topic, -1, force)
+}
+
+// resetOffset sends INVOKE_BROKER_TO_RESET_OFFSET for tsMillis (-1: the
+// end of each queue) to every master of topic.
+func (a *Admin) resetOffset(ctx context.Context, group, topic string, tsMillis int64, force bool) (map[MessageQueue]int64, error) {
 	wrapped := a.c.wrapName(topic)
 	tr, err := a.c.updateRoute(ctx, wrapped)
 	if err != nil {
 		return nil, err
 	}
 	out := map[MessageQueue]int64{}
-	h := &protocol.ResetOffsetRequestHeader{Topic: wrapped, Group: a.c.wrapName(group), Timestamp: ts.UnixMilli(), IsForce: force}
+	h := &protocol.ResetOffsetRequestHeader{Topic: wrapped, Group: a.c.wrapName(group), Timestamp: tsMillis, IsForce: force}
 	for _, bd := range tr.data.BrokerDatas {
 		addr := bd.MasterAddr()
 		if addr == "" {
@@ -362,14 +377,21 @@ func (a *Admin) ResetOffsetByTime(ctx context.Context, group, topic string, ts t
 }
 
 // resetOffsetDirect searches each of brokerName's queues of the topic for
-// the timestamp and stores the result as the group's offset.
+// the timestamp (-1: asks for the queue's max offset) and stores the result
+// as the group's offset.
 func (a *Admin) resetOffsetDirect(ctx context.Context, tr *topicRoute, brokerName, addr string, h *protocol.ResetOffsetRequestHeader, out map[MessageQueue]int64) error {
 	for _, mq := range tr.subscribe {
 		if mq.BrokerName != brokerName {
 			continue
 		}
-		resp, err := a.call(ctx, addr, remoting.SearchOffsetByTimestamp,
-			&protocol.SearchOffsetRequestHeader{Topic: mq.Topic, QueueID: mq.QueueID, Timestamp: h.Timestamp, BrokerName: brokerName}, nil)
+		var resp *remoting.Command
+		var err error
+		if h.Timestamp == -1 {
+			resp, err = a.call(ctx, addr, remoting.GetMaxOffset, &protocol.TopicQueueRequestHeader{Topic: mq.Topic, QueueID: mq.QueueID, BrokerName: brokerName}, nil)
+		} else {
+			resp, err = a.call(ctx, addr, remoting.SearchOffsetByTimestamp,
+				&protocol.SearchOffsetRequestHeader{Topic: mq.Topic, QueueID: mq.QueueID, Timestamp: h.Timestamp, BrokerName: brokerName}, nil)
+		}
 		if err != nil {
 			return err
 		}

@@ -89,7 +89,8 @@ func mustBrowser(t *testing.T) context.Context {
 func TestConsoleInBrowser(t *testing.T) {
 	ctx := mustBrowser(t)
 	ns, _ := mustCluster(t)
-	c, err := New(Config{Addr: "127.0.0.1:0", ClientOptions: []client.Option{client.WithNameServer(ns), client.WithLogger(quietLog())}, Log: quietLog()})
+	c, err := New(Config{Addr: "127.0.0.1:0", ClientOptions: []client.Option{client.WithNameServer(ns), client.WithLogger(quietLog())},
+		ChartEvery: 500 * time.Millisecond, Log: quietLog()})
 	require.NoError(t, err)
 	require.NoError(t, c.Start())
 	t.Cleanup(func() {
@@ -98,15 +99,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		assert.NoError(t, c.Shutdown(ctx))
 	})
 	base := "http://" + c.Addr()
-	shots := t.TempDir()
+	// Three points of the chart make a line; shots taken for people (the
+	// README's) wait for a longer one.
+	shots, chartPoints := t.TempDir(), 3
 	if d := os.Getenv(shotsEnv); d != "" {
 		require.NoError(t, os.MkdirAll(d, 0o755))
-		shots = d
+		shots, chartPoints = d, 30
 	}
 	t.Logf("screenshots in %s", shots)
 
 	// do runs steps within stepTimeout; on failure it says where the
 	// browser was and what it showed.
+	start := time.Now()
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, stepTimeout)
@@ -139,6 +143,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot := func(name string) {
 		t.Helper()
+		t.Logf("%s at %v", name, time.Since(start).Round(time.Millisecond))
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 		require.NoError(t, err, "screenshot "+name)
 		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
@@ -165,7 +170,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// A crafted topic name is refused and shown as text.
 	crafted := `<img id="evil-topic" src=x onerror="document.title='pwned'">`
 	do("crafted topic name", chromedp.Navigate(base+"/topics"), chromedp.WaitVisible(chromedp.ID("create-topic")),
-		chromedp.SendKeys(chromedp.ID("new-topic"), crafted), chromedp.Click(chromedp.ID("create-topic-submit")),
+		chromedp.SetValue(chromedp.ID("new-topic"), crafted), chromedp.Click(chromedp.ID("create-topic-submit")),
 		chromedp.WaitVisible(chromedp.ID("error")))
 	assert.Contains(t, text("#error"), crafted, "the name is shown as it was typed")
 	assert.False(t, eval(`document.getElementById("evil-topic") !== null`), "and not made into an element")
@@ -174,7 +179,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Send a message whose body is markup and script.
 	body := `<script>document.title='pwned'</script><b id="evil-body">bold</b>`
 	do("send a message", chromedp.Navigate(base+"/topic?topic=BrowserTopic"), chromedp.WaitVisible(chromedp.ID("send-message")),
-		chromedp.SendKeys(chromedp.ID("send-keys"), "browser-key"), chromedp.SendKeys(chromedp.ID("send-body"), body),
+		chromedp.SendKeys(chromedp.ID("send-keys"), "browser-key"), chromedp.SetValue(chromedp.ID("send-body"), body),
 		chromedp.Click(chromedp.ID("send-submit")), chromedp.WaitVisible(chromedp.ID("flash")))
 	assert.Contains(t, text("#flash"), "SEND_OK")
 	shot("topic")
@@ -250,8 +255,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		now, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("tps-now")))
 		m := rates.FindStringSubmatch(now)
-		return err == nil && m != nil && m[1] != "0.0" && m[2] != "0.0"
+		if err != nil || m == nil || m[1] == "0.0" || m[2] == "0.0" {
+			return false
+		}
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Number(document.getElementById("tps-chart").getAttribute("data-points"))`))
+		return err == nil && n >= chartPoints
 	}, waitFor, 100*time.Millisecond, "the chart shows messages sent and consumed")
+	stored, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#brokers td.put-total")))
+	require.NoError(t, err)
+	assert.NotEqual(t, "1", stored, "the table's totals follow the chart's polls")
 	shot("cluster")
 
 	for _, name := range []string{"cluster", "topics", "topic", "messages", "message", "groups", "group"} {

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/gorocketmq/gorocketmq/client"
 	"github.com/gorocketmq/gorocketmq/conf"
 	"github.com/gorocketmq/gorocketmq/nameserver"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
 const waitFor = 30 * time.Second
@@ -223,4 +226,159 @@ func TestInputRules(t *testing.T) {
 	assert.True(t, viewBody([]byte{0xff, 0x00}).Binary)
 	assert.Equal(t, "ff 00", viewBody([]byte{0xff, 0x00}).Text)
 	assert.False(t, viewBody([]byte("text")).Binary)
+}
+
+// flashOf is the flash message of a redirect.
+func flashOf(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	u, err := url.Parse(resp.Header.Get("Location"))
+	require.NoError(t, err)
+	return u.Query().Get("flash")
+}
+
+// lagOf sums group's lag on topic.
+func lagOf(t *testing.T, admin *client.Admin, group, topic string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	prog, err := admin.ConsumerProgress(ctx, group, topic)
+	require.NoError(t, err)
+	var lag int64
+	for _, q := range prog {
+		lag += q.Lag
+	}
+	return lag
+}
+
+// TestConsoleDeadLetterResendAndOffsets: a message that fails lands in the
+// group's dead-letter topic; the console finds it by queue and offset and
+// by id, resends it so the same group gets it again as a message of its
+// first topic; the group's backlog is skipped and then its offsets reset
+// to the beginning by time.
+func TestConsoleDeadLetterResendAndOffsets(t *testing.T) {
+	ns, b := mustCluster(t)
+	c, hs := mustConsole(t, ns, false)
+	const topic, group = "DLTopic", "dl-cg"
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitFor)
+	defer cancel()
+	admin, err := client.NewAdmin(client.WithNameServer(ns), client.WithLogger(quietLog()))
+	require.NoError(t, err)
+	defer admin.Close()
+
+	resp, _ := post(t, hs, "/topics", url.Values{"token": {c.token}, "topic": {topic}, "read": {"2"}, "write": {"2"}, "perm": {"6"}, "target": {"cluster:DefaultCluster"}})
+	assert.Contains(t, flashOf(t, resp), "Topic DLTopic created (2 read, 2 write queues)")
+	// No retries for this group: a failure goes to %DLQ% at once. The
+	// retry topic exists before the consumer starts, so the resent message
+	// reaches it without waiting for a route refresh.
+	sg := protocol.NewSubscriptionGroupConfig(group)
+	sg.RetryMaxTimes = 0
+	require.NoError(t, admin.CreateSubscriptionGroup(ctx, b.Addr(), sg))
+	require.NoError(t, admin.CreateTopic(ctx, client.TopicConfig{Topic: protocol.RetryTopic(group), ReadQueueNums: 1, WriteQueueNums: 1, BrokerAddr: b.Addr()}))
+
+	p, err := client.NewProducer(client.WithNameServer(ns), client.WithLogger(quietLog()), client.WithGroupName("dl-pg"))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer func() { assert.NoError(t, p.Shutdown()) }()
+	for i := range 5 {
+		body := fmt.Sprintf("ok-%d", i)
+		if i == 2 {
+			body = "fail-once"
+		}
+		_, err := p.SendSync(ctx, client.NewMessage(topic, []byte(body)).WithKeys(body))
+		require.NoError(t, err)
+	}
+
+	var mu sync.Mutex
+	got := map[string][]*client.MessageExt{}
+	pc, err := client.NewPushConsumer(client.WithNameServer(ns), client.WithLogger(quietLog()), client.WithGroupName(group),
+		client.WithConsumeFromWhere(client.ConsumeFromFirstOffset), client.WithPersistInterval(100*time.Millisecond),
+		client.WithMaxReconsumeTimes(0))
+	require.NoError(t, err)
+	require.NoError(t, pc.Subscribe(topic, client.MessageSelector{}, func(_ context.Context, msgs ...*client.MessageExt) (client.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res := client.ConsumeSuccess
+		for _, m := range msgs {
+			got[string(m.Body)] = append(got[string(m.Body)], m)
+			if string(m.Body) == "fail-once" && len(got["fail-once"]) == 1 {
+				res = client.ConsumeRetryLater
+			}
+		}
+		return res, nil
+	}))
+	require.NoError(t, pc.Start())
+	stopped := false
+	stopConsumer := func() {
+		if !stopped {
+			stopped = true
+			assert.NoError(t, pc.Shutdown())
+		}
+	}
+	defer stopConsumer()
+	dlq := protocol.DLQTopic(group)
+	require.Eventually(t, func() bool { return b.Store().MaxOffsetInQueue(dlq, 0) == 1 }, waitFor, 20*time.Millisecond,
+		"the failed message is a dead letter")
+	require.Eventually(t, func() bool { _, err := admin.TopicRoute(ctx, dlq); return err == nil }, waitFor, 20*time.Millisecond,
+		"the dead-letter topic is routed")
+
+	// The dead-letter topics' list, the DLQ's page and the search by queue
+	// and offset find it.
+	_, page := get(t, hs, "/topics?filter=dlq")
+	assert.Contains(t, page, `href="/topic?topic=%25DLQ%25dl-cg"`)
+	code, page := get(t, hs, "/topic?topic="+url.QueryEscape(dlq))
+	require.Equal(t, http.StatusOK, code, page)
+	assert.Contains(t, page, "Dead letters of group")
+	code, page = get(t, hs, "/messages?"+url.Values{"by": {"offset"}, "topic": {dlq}, "broker": {"broker-a"}, "queue": {"0"}, "offset": {"0"}}.Encode())
+	require.Equal(t, http.StatusOK, code)
+	ids := regexp.MustCompile(`href="/message\?id=([0-9A-F]+)"`).FindStringSubmatch(page)
+	require.Len(t, ids, 2, page)
+	_, page = get(t, hs, "/messages?"+url.Values{"by": {"id"}, "id": {ids[1]}}.Encode())
+	assert.Contains(t, page, `href="/message?id=`+ids[1]+`"`, "found by its id too")
+	_, page = get(t, hs, "/message?id="+ids[1])
+	assert.Contains(t, page, `id="resend"`)
+	assert.Contains(t, page, "fail-once")
+
+	// The group gets its retries back before the resend: with none, the
+	// broker would move the resent message, a retry like any other,
+	// straight back to the dead-letter topic.
+	sg.RetryMaxTimes = 16
+	require.NoError(t, admin.CreateSubscriptionGroup(ctx, b.Addr(), sg))
+	resp, _ = post(t, hs, "/message/resend", url.Values{"token": {c.token}, "id": {ids[1]}})
+	assert.Contains(t, flashOf(t, resp), "Resent to %RETRY%dl-cg")
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(got["fail-once"]) == 2 }, waitFor, 20*time.Millisecond,
+		"the group gets the resent message")
+	mu.Lock()
+	again := got["fail-once"][1]
+	mu.Unlock()
+	assert.Equal(t, topic, again.Topic, "as a message of the topic it was first sent to")
+	assert.Equal(t, "fail-once", again.Keys())
+	resp, _ = post(t, hs, "/message/resend", url.Values{"token": {c.token}, "id": {again.OffsetMsgID()}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "only a dead letter is resent")
+
+	// Offline, the group's backlog grows; skip it, then reset to the start.
+	require.Eventually(t, func() bool { return lagOf(t, admin, group, topic) == 0 }, waitFor, 50*time.Millisecond)
+	stopConsumer()
+	for i := range 3 {
+		_, err := p.SendSync(ctx, client.NewMessage(topic, []byte(fmt.Sprintf("late-%d", i))))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, int64(3), lagOf(t, admin, group, topic))
+	resp, _ = post(t, hs, "/group/skip", url.Values{"token": {c.token}, "group": {group}, "topic": {topic}})
+	assert.Contains(t, flashOf(t, resp), "Backlog of dl-cg on DLTopic skipped (2 queues)")
+	assert.Zero(t, lagOf(t, admin, group, topic))
+	resp, _ = post(t, hs, "/group/reset", url.Values{"token": {c.token}, "group": {group}, "topic": {topic}, "time": {"0"}})
+	assert.Contains(t, flashOf(t, resp), "Offsets of dl-cg on DLTopic reset")
+	assert.Equal(t, int64(8), lagOf(t, admin, group, topic), "back to the first of the 8 messages")
+	resp, page = post(t, hs, "/group/reset", url.Values{"token": {c.token}, "group": {group}, "topic": {topic}, "time": {"yesterday"}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.Contains(t, page, "time &#34;yesterday&#34;")
+
+	// Delete asks for the name typed again, then removes the topic.
+	resp, _ = post(t, hs, "/topic/delete", url.Values{"token": {c.token}, "topic": {topic}, "confirm": {"nope"}})
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	resp, _ = post(t, hs, "/topic/delete", url.Values{"token": {c.token}, "topic": {topic}, "confirm": {topic}})
+	assert.Contains(t, flashOf(t, resp), "Topic DLTopic deleted")
+	require.Eventually(t, func() bool { _, err := admin.TopicRoute(ctx, topic); return err != nil }, waitFor, 20*time.Millisecond)
+	assert.Nil(t, b.Topics().Get(topic))
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// ClientOptions configure the admin client and the producer (at least
 	// client.WithNameServer).
 	ClientOptions []client.Option
+	// ChartEvery is how often the live chart polls the brokers' totals
+	// (0: every 2 s).
+	ChartEvery time.Duration
 	// ReadOnly disables every write action: creating and deleting topics,
 	// sending and resending messages, resetting offsets.
 	ReadOnly bool
@@ -91,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 		l := logrus.New()
 		l.SetLevel(logrus.WarnLevel)
 		cfg.Log = l
+	}
+	if cfg.ChartEvery <= 0 {
+		cfg.ChartEvery = 2 * time.Second
 	}
 	pages, err := parseTemplates()
 	if err != nil {

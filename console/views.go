@@ -38,6 +38,12 @@ type brokerRow struct {
 	Err                                string
 }
 
+// clusterPage is the brokers and how often the chart polls.
+type clusterPage struct {
+	Brokers      []brokerRow
+	ChartEveryMS int64
+}
+
 // pageCluster lists every broker with its role, version, rates and disk.
 func (s *Server) pageCluster(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxOf(r)
@@ -81,7 +87,7 @@ func (s *Server) pageCluster(w http.ResponseWriter, r *http.Request) {
 		}
 		return rows[i].ID < rows[j].ID
 	})
-	s.render(w, r, "cluster", "Cluster", rows)
+	s.render(w, r, "cluster", "Cluster", clusterPage{Brokers: rows, ChartEveryMS: s.cfg.ChartEvery.Milliseconds()})
 }
 
 func firstField(s string) string {
@@ -514,7 +520,7 @@ func (s *Server) postSkipBacklog(r *http.Request) (string, string, error) {
 	}
 	ctx, cancel := ctxOf(r)
 	defer cancel()
-	offs, err := s.admin.ResetOffsetByTime(ctx, group, topic, time.Now(), true)
+	offs, err := s.admin.SkipAccumulated(ctx, group, topic, true)
 	if err != nil {
 		return "", "", err
 	}

@@ -398,12 +398,10 @@ func skipAccumulatedMessageCmd() *command {
 			if err != nil {
 				return err
 			}
-			// Java asks for timestamp -1 (= max offset); client.Admin takes a
-			// time, and the first message at or after now is the end of
-			// every queue.
+			// As Java's: timestamp -1, each queue's max offset.
 			var offsets map[client.MessageQueue]int64
 			err = e.spin(fmt.Sprintf("skipping the backlog of %s on %s", e.vals.get("g"), e.vals.get("t")), func() error {
-				offsets, err = a.ResetOffsetByTime(e.ctx, e.vals.get("g"), e.vals.get("t"), time.Now(), e.vals.bool("f", true))
+				offsets, err = a.SkipAccumulated(e.ctx, e.vals.get("g"), e.vals.get("t"), e.vals.bool("f", true))
 				return err
 			})
 			if err != nil {

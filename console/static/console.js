@@ -1,13 +1,13 @@
 // The live chart of send and consume TPS on the cluster page. It polls
 // /api/stats (every broker's message totals), turns two polls into rates
-// and draws the last two minutes on a canvas. No inline script: the page's
+// and draws the last 60 polls on a canvas. No inline script: the page's
 // Content-Security-Policy allows only this file.
 (function () {
   "use strict";
   var canvas = document.getElementById("tps-chart");
   if (!canvas) { return; }
   var source = canvas.getAttribute("data-source");
-  var every = 2000, keep = 60;
+  var every = Number(canvas.getAttribute("data-every")) || 2000, keep = 60;
   var points = [], last = null;
 
   function totals(pt) {
@@ -16,11 +16,40 @@
     return { time: pt.time, put: put, get: get };
   }
 
+  // The brokers table's stored and pulled totals follow each poll. Rows are
+  // matched by comparing attributes, never by building a selector from an
+  // address; cells get textContent, never markup.
+  // Its in and out TPS become each broker's rate between two polls.
+  var lastByAddr = {};
+  function updateTable(pt) {
+    var rows = document.querySelectorAll("#brokers tr[data-addr]");
+    pt.brokers.forEach(function (b) {
+      var prev = Object.prototype.hasOwnProperty.call(lastByAddr, b.addr) ? lastByAddr[b.addr] : null;
+      lastByAddr[b.addr] = { time: pt.time, put: b.put, get: b.get };
+      rows.forEach(function (tr) {
+        if (tr.getAttribute("data-addr") !== b.addr) { return; }
+        setText(tr, ".put-total", String(b.put));
+        setText(tr, ".get-total", String(b.get));
+        if (prev && pt.time > prev.time) {
+          var secs = (pt.time - prev.time) / 1000;
+          setText(tr, ".in-tps", Math.max(0, (b.put - prev.put) / secs).toFixed(2));
+          setText(tr, ".out-tps", Math.max(0, (b.get - prev.get) / secs).toFixed(2));
+        }
+      });
+    });
+  }
+
+  function setText(tr, sel, v) {
+    var el = tr.querySelector(sel);
+    if (el) { el.textContent = v; }
+  }
+
   function poll() {
     fetch(source, { cache: "no-store" }).then(function (r) {
       if (!r.ok) { throw new Error(r.status); }
       return r.json();
     }).then(function (pt) {
+      updateTable(pt);
       var now = totals(pt);
       if (last && now.time > last.time) {
         var secs = (now.time - last.time) / 1000;
@@ -47,6 +76,7 @@
     line("send", "#1f6feb", top, pad, w, h, ctx);
     line("consume", "#12a150", top, pad, w, h, ctx);
     var p = points[points.length - 1];
+    canvas.setAttribute("data-points", String(points.length));
     document.getElementById("tps-now").textContent = "now: " + p.send.toFixed(1) + " sent/s, " + p.consume.toFixed(1) + " consumed/s";
   }
 
@@ -58,6 +88,13 @@
       if (i === 0) { ctx.moveTo(x, y); } else { ctx.lineTo(x, y); }
     });
     ctx.stroke();
+    // A dot on each point, so the first one shows before there is a line.
+    ctx.fillStyle = color;
+    points.forEach(function (p, i) {
+      var x = pad + (w - pad - 8) * (keep - points.length + i) / (keep - 1);
+      var y = pad / 2 + (h - pad) * (1 - p[key] / top);
+      ctx.beginPath(); ctx.arc(x, y, 2.5, 0, 2 * Math.PI); ctx.fill();
+    });
   }
 
   function niceCeil(v) {

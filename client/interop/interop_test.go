@@ -210,3 +210,83 @@ func TestOurProducerToOfficialConsumer(t *testing.T) {
 	assert.Equal(t, string(big), in.get(string(big[:16])).body, "compressed by ours, read by the official consumer")
 	assert.NotContains(t, in.keys(), "filtered")
 }
+
+// TestAdminLooksIntoOfficialConsumer: the requests the broker forwards to a
+// client (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
+// GET_CONSUMER_STATUS_FROM_CLIENT) reach an official push consumer, and our
+// admin reads its answers: mqadmin consumerStatus, queryMsgById -g -d.
+func TestAdminLooksIntoOfficialConsumer(t *testing.T) {
+	const topic, group = "InteropM", "official-mon"
+	ns := cluster(t, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := client.NewProducer(client.WithNameServer(ns), client.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	require.NoError(t, p.Start())
+	defer p.Shutdown()
+	var offsetIDs []string
+	for _, body := range []string{"m0", "m1", "m2", "m3"} {
+		res, err := p.SendSync(ctx, client.NewMessage(topic, []byte(body)))
+		require.NoError(t, err)
+		offsetIDs = append(offsetIDs, res.OffsetMsgID)
+	}
+
+	var mu sync.Mutex
+	deliveries := map[string]int{}
+	count := func(body string) int { mu.Lock(); defer mu.Unlock(); return deliveries[body] }
+	c, err := rocketmq.NewPushConsumer(consumer.WithNameServer(primitive.NamesrvAddr{ns}), consumer.WithGroupName(group),
+		consumer.WithInstance("interop-m"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	require.NoError(t, err)
+	require.NoError(t, c.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			deliveries[string(m.Body)]++
+		}
+		return consumer.ConsumeSuccess, nil
+	}))
+	require.NoError(t, c.Start())
+	defer c.Shutdown()
+	require.Eventually(t, func() bool { return count("m0")+count("m1")+count("m2")+count("m3") == 4 }, 30*time.Second, 20*time.Millisecond)
+
+	a, err := client.NewAdmin(client.WithNameServer(ns), client.WithLogger(quietLogger()))
+	require.NoError(t, err)
+	defer a.Close()
+	cc, err := a.ConsumerConnections(ctx, group)
+	require.NoError(t, err)
+	require.Len(t, cc.ConnectionSet, 1)
+	id := cc.ConnectionSet[0].ClientID
+
+	info, err := a.ConsumerRunningInfo(ctx, group, id, false)
+	require.NoError(t, err)
+	var subscribed []string
+	for _, s := range info.SubscriptionSet {
+		subscribed = append(subscribed, s.Topic)
+	}
+	assert.Contains(t, subscribed, topic)
+	queues := 0
+	for mq := range info.MQTable {
+		if mq.Topic == topic {
+			queues++
+		}
+	}
+	assert.Equal(t, 4, queues, "the official client reports the queues it holds")
+
+	require.Eventually(t, func() bool {
+		st, err := a.ConsumerStatus(ctx, group, topic, "")
+		if err != nil {
+			return false
+		}
+		var sum int64
+		for _, off := range st[id] {
+			sum += off
+		}
+		return len(st[id]) == 4 && sum == 4
+	}, 30*time.Second, 50*time.Millisecond, "the official client's own offsets, gathered by the broker")
+
+	res, err := a.ConsumeMessageDirectly(ctx, group, id, topic, offsetIDs[2])
+	require.NoError(t, err)
+	assert.Equal(t, "CR_SUCCESS", res.ConsumeResult.String())
+	assert.Equal(t, 2, count("m2"), "the listener ran on m2 a second time")
+	assert.Equal(t, 1, count("m1"))
+}

@@ -76,7 +76,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer, stop <-cha
 		fmt.Fprintf(stderr, "mqconsole: %v\n", err)
 		return daemon.ExitFail
 	}
-	return daemon.Run(c, log, shutdownTimeout, "The console is up: open http://"+strings.TrimPrefix(*addr, "0.0.0.0")+"/",
+	return daemon.Run(c, log, shutdownTimeout, "The console is up: open http://<addr>/ in a browser",
 		logrus.Fields{"namesrv": ns, "readOnly": *readOnly}, stop, started)
 }
 
@@ -89,18 +89,20 @@ func clientOptions(ns string, useTLS bool, ca, verify, ak, sk string, log logrus
 		return nil, fmt.Errorf("%w: -ak and -sk go together", errBadFlag)
 	}
 	opts := []client.Option{client.WithNameServer(ns), client.WithLogger(log), client.WithInstanceName(fmt.Sprintf("mqconsole-%d", os.Getpid()))}
+	// -tls-verify is checked even without -tls: a typo is an error, not
+	// a setting silently ignored.
+	o := client.TLSOptions{TrustCertPath: ca}
+	switch verify {
+	case "full":
+		o.Verify = client.VerifyFull
+	case "chain":
+		o.Verify = client.VerifyChain
+	case "none":
+		o.Verify = client.VerifyNone
+	default:
+		return nil, fmt.Errorf("%w: -tls-verify must be full, chain or none", errBadFlag)
+	}
 	if useTLS || ca != "" {
-		o := client.TLSOptions{TrustCertPath: ca}
-		switch verify {
-		case "full":
-			o.Verify = client.VerifyFull
-		case "chain":
-			o.Verify = client.VerifyChain
-		case "none":
-			o.Verify = client.VerifyNone
-		default:
-			return nil, fmt.Errorf("%w: -tls-verify must be full, chain or none", errBadFlag)
-		}
 		opts = append(opts, client.WithTLS(o))
 	}
 	if ak != "" {

@@ -42,6 +42,9 @@ type Producer struct {
 
 	// txHandler answers CHECK_TRANSACTION_STATE; set by TransactionProducer.
 	txHandler remoting.RequestHandler
+
+	// requests are the Request/RequestAsync calls waiting for a reply.
+	requests replyTable
 }
 
 // NewProducer returns a producer (group DEFAULT_PRODUCER unless set).
@@ -69,6 +72,7 @@ func (p *Producer) Start() error {
 	if p.txHandler != nil {
 		p.c.rc.RegisterHandler(remoting.CheckTransactionState, p.txHandler)
 	}
+	p.c.rc.RegisterHandler(remoting.PushReplyMessageToClient, p.handleReply)
 	return p.c.start()
 }
 
@@ -76,6 +80,9 @@ func (p *Producer) Start() error {
 // and closes every connection. Safe to call twice.
 func (p *Producer) Shutdown() error {
 	p.shutdownOnce.Do(func() {
+		// Requests still waiting end now, and their callbacks return
+		// before the slots below are taken.
+		p.requests.closeAll(ErrNotStarted)
 		// Take every async slot: once all are held no send is in flight.
 		for i := 0; i < cap(p.asyncSem); i++ {
 			p.asyncSem <- struct{}{}
@@ -114,6 +121,7 @@ type outgoing struct {
 	props    string
 	msgIDs   string
 	sharding bool
+	reply    bool // MSG_TYPE=reply: sent as SEND_REPLY_MESSAGE_V2
 }
 
 // prepare validates msgs and encodes them: one message as itself (UNIQ_KEY
@@ -161,6 +169,7 @@ func (p *Producer) prepare(msgs []*Message, sysFlag int32) (*outgoing, error) {
 			}
 		}
 		out.props = string(message.MarshalProperties(m.Properties))
+		out.reply = m.Properties[message.PropMessageType] == replyMessageFlag
 	} else {
 		plain := make([]*message.Message, len(msgs))
 		for i, m := range msgs {
@@ -210,8 +219,11 @@ func (p *Producer) compress(b []byte) ([]byte, error) {
 // cost the broker's parser too.
 func (p *Producer) request(out *outgoing, q MessageQueue) *remoting.Command {
 	code := remoting.SendMessageV2
-	if out.batch {
+	switch {
+	case out.batch:
 		code = remoting.SendBatchMessage
+	case out.reply:
+		code = remoting.SendReplyMessageV2
 	}
 	req := sendRequests.Get().(*remoting.Command)
 	f := req.RawExt[:0]
@@ -514,6 +526,11 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *Send
 	if err != nil {
 		return err
 	}
+	return p.sendAsyncPrepared(ctx, out, cb)
+}
+
+// sendAsyncPrepared is SendAsync of a prepared send.
+func (p *Producer) sendAsyncPrepared(ctx context.Context, out *outgoing, cb func(context.Context, *SendResult, error)) error {
 	if !p.c.running() {
 		return ErrNotStarted
 	}

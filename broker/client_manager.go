@@ -382,6 +382,25 @@ func (m *ProducerManager) FindConn(clientID string) ClientConn {
 	return m.byClient[clientID]
 }
 
+// NoteRequester records conn as the way to client clientID unless a live
+// connection of it is known: a requester's request message names it
+// (REPLY_TO_CLIENT), so its reply can be pushed before its first heartbeat
+// reaches this broker (the official Go client heartbeats only on its 30 s
+// tick). A heartbeat replaces the entry; closing conn removes it.
+func (m *ProducerManager) NoteRequester(clientID string, conn ClientConn) {
+	m.mu.RLock()
+	old := m.byClient[clientID]
+	m.mu.RUnlock()
+	if old != nil && old.ID() == conn.ID() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.byClient[clientID]; old == nil || !m.stillRegisteredLocked(old.ID()) {
+		m.byClient[clientID] = conn
+	}
+}
+
 // forgetClientLocked drops clientID's entry in byClient if it is the
 // connection connID. Lock should be held.
 func (m *ProducerManager) forgetClientLocked(clientID string, connID uint64) {
@@ -443,10 +462,12 @@ func (m *ProducerManager) Unregister(group string, connID uint64) {
 func (m *ProducerManager) ConnClosed(connID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for g, chans := range m.groups {
-		if ch := chans[connID]; ch != nil {
-			m.forgetClientLocked(ch.ClientID, connID)
+	for id, c := range m.byClient { // also the entries NoteRequester made
+		if c.ID() == connID {
+			delete(m.byClient, id)
 		}
+	}
+	for g, chans := range m.groups {
 		delete(chans, connID)
 		if len(chans) == 0 {
 			delete(m.groups, g)

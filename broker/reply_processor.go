@@ -17,6 +17,9 @@ import (
 	"github.com/gorocketmq/gorocketmq/store"
 )
 
+// replyMessageFlag is the MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG).
+const replyMessageFlag = "reply"
+
 // pushReplyTimeout bounds the push of a reply to its requester
 // (RocketMQ's Broker2Client.callClient waits 3 s too).
 const pushReplyTimeout = 3 * time.Second

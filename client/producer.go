@@ -45,6 +45,8 @@ type Producer struct {
 
 	// requests are the Request/RequestAsync calls waiting for a reply.
 	requests replyTable
+	// tracer records sends (WithTrace); nil without trace.
+	tracer *tracer
 }
 
 // NewProducer returns a producer (group DEFAULT_PRODUCER unless set).
@@ -53,6 +55,11 @@ func NewProducer(opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newProducer(o), nil
+}
+
+// newProducer returns a producer with built options.
+func newProducer(o *options) *Producer {
 	p := &Producer{
 		c:        newCore(o, "producer"),
 		selector: o.selector,
@@ -61,7 +68,8 @@ func NewProducer(opts ...Option) (*Producer, error) {
 		asyncSem: make(chan struct{}, o.maxAsyncInFlight),
 	}
 	p.c.heartbeat = p.heartbeatData
-	return p, nil
+	p.tracer = newTracer(o, p.c.ip.String())
+	return p
 }
 
 // ClientID is the id this producer shows brokers.
@@ -73,7 +81,15 @@ func (p *Producer) Start() error {
 		p.c.rc.RegisterHandler(remoting.CheckTransactionState, p.txHandler)
 	}
 	p.c.rc.RegisterHandler(remoting.PushReplyMessageToClient, p.handleReply)
-	return p.c.start()
+	if err := p.c.start(); err != nil {
+		return err
+	}
+	if p.tracer != nil {
+		if err := p.tracer.start(); err != nil {
+			return fmt.Errorf("client: start trace: %w", err)
+		}
+	}
+	return nil
 }
 
 // Shutdown waits for SendAsync calls in flight, then stops every goroutine
@@ -86,6 +102,9 @@ func (p *Producer) Shutdown() error {
 		// Take every async slot: once all are held no send is in flight.
 		for i := 0; i < cap(p.asyncSem); i++ {
 			p.asyncSem <- struct{}{}
+		}
+		if p.tracer != nil {
+			p.tracer.shutdown() // after the sends: their records go out too
 		}
 		if p.c.running() {
 			p.c.unregister(p.groupName(), "")
@@ -513,7 +532,13 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	if err != nil {
 		return nil, err
 	}
-	return p.send(ctx, out, false)
+	if p.tracer == nil {
+		return p.send(ctx, out, false)
+	}
+	begin := time.Now()
+	res, err := p.send(ctx, out, false)
+	p.tracePub(begin, out, res, err)
+	return res, err
 }
 
 // SendAsync sends msgs in the background and calls cb with the outcome, on a
@@ -525,6 +550,13 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *Send
 	out, err := p.prepare(msgs, 0)
 	if err != nil {
 		return err
+	}
+	if p.tracer != nil {
+		begin, userCB := time.Now(), cb
+		cb = func(ctx context.Context, res *SendResult, err error) {
+			p.tracePub(begin, out, res, err)
+			userCB(ctx, res, err)
+		}
 	}
 	return p.sendAsyncPrepared(ctx, out, cb)
 }

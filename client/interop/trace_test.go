@@ -70,7 +70,9 @@ func officialTracedProducerOurTracedConsumer(t *testing.T, ns string) {
 		client.WithConsumeFromWhere(client.ConsumeFromFirstOffset), client.WithTrace(&client.TraceConfig{}))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe("TraceMixed2", client.MessageSelector{Expression: "*"},
-		func(context.Context, ...*client.MessageExt) (client.ConsumeResult, error) { return client.ConsumeSuccess, nil }))
+		func(context.Context, ...*client.MessageExt) (client.ConsumeResult, error) {
+			return client.ConsumeSuccess, nil
+		}))
 	require.NoError(t, c.Start())
 	defer func() { _ = c.Shutdown() }()
 
@@ -98,7 +100,9 @@ func officialTrace(t *testing.T, ns string) {
 		consumer.WithInstance("trace-oc"), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithTrace(tc))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe("TraceOfficial", consumer.MessageSelector{},
-		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) { return consumer.ConsumeSuccess, nil }))
+		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			return consumer.ConsumeSuccess, nil
+		}))
 	require.NoError(t, c.Start())
 	defer func() { _ = c.Shutdown() }()
 
@@ -134,7 +138,9 @@ func ourTracedProducerOfficialTracedConsumer(t *testing.T, ns string) {
 		consumer.WithTrace(&primitive.TraceConfig{NamesrvAddrs: []string{ns}}))
 	require.NoError(t, err)
 	require.NoError(t, c.Subscribe("TraceMixed", consumer.MessageSelector{},
-		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) { return consumer.ConsumeSuccess, nil }))
+		func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			return consumer.ConsumeSuccess, nil
+		}))
 	require.NoError(t, c.Start())
 	defer func() { _ = c.Shutdown() }()
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorocketmq/gorocketmq/conf"
 )
 
 // TestTraceRecordLayout: records are written in the official Go client's
@@ -98,4 +100,34 @@ func TestE2ETrace(t *testing.T) {
 		}
 	}
 	assert.NotEmpty(t, views[0].ClientHost)
+}
+
+// TestE2ETraceCustomTopic: a broker's msgTraceTopicName is created at start
+// (traceTopicEnable) and a client naming it writes there; with
+// traceTopicEnable off, the default trace topic is auto-created by the
+// first record (autoCreateTopicEnable).
+func TestE2ETraceCustomTopic(t *testing.T) {
+	ns := MustStartNameServer(t)
+	MustStartBroker(t, "broker-a", ns.Addr(), func(c *conf.BrokerConfig) { c.MsgTraceTopicName = "MyTraceT" })
+	MustStartBroker(t, "broker-b", ns.Addr(), func(c *conf.BrokerConfig) { c.TraceTopicEnable = false })
+	a := MustAdmin(t, WithNameServer(ns.Addr()))
+	ctx := testCtx(t)
+	require.Eventually(t, func() bool {
+		r, err := a.TopicRoute(ctx, "MyTraceT")
+		return err == nil && len(r.QueueDatas) == 1 && r.QueueDatas[0].BrokerName == "broker-a"
+	}, 10*time.Second, 20*time.Millisecond, "broker-a creates its msgTraceTopicName")
+	r, err := a.TopicRoute(ctx, DefaultTraceTopic)
+	if err == nil {
+		assert.Empty(t, r.QueueDatas, "neither broker creates RMQ_SYS_TRACE_TOPIC at start")
+	}
+
+	for _, topic := range []string{"MyTraceT", DefaultTraceTopic} {
+		p := MustStartProducer(t, WithNameServer(ns.Addr()), WithGroupName("trace-pg"), WithTrace(&TraceConfig{TraceTopic: topic}))
+		res, err := p.SendSync(ctx, NewMessage("AutoTraced", []byte("x")))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			vs, err := a.QueryTrace(ctx, topic, res.MsgID)
+			return err == nil && len(vs) == 1 && vs[0].Type == TracePub
+		}, 20*time.Second, 50*time.Millisecond, "Pub record of %s in %s", res.MsgID, topic)
+	}
 }

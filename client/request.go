@@ -144,6 +144,8 @@ func (p *Producer) RequestAsync(ctx context.Context, timeout time.Duration, cb R
 		p.requests.wg.Done()
 		return err
 	}
+	// Else the send is under way, or Shutdown took the waiter meanwhile and
+	// told cb: either way cb owns the outcome.
 	return nil
 }
 

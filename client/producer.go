@@ -45,6 +45,10 @@ type Producer struct {
 
 	// requests are the Request/RequestAsync calls waiting for a reply.
 	requests replyTable
+	// replyPathMu serialises ensureReplyPath; replyPathReady holds the
+	// request topics whose reply brokers have had this client's heartbeat.
+	replyPathMu    sync.Mutex
+	replyPathReady map[string]bool
 	// tracer records sends (WithTrace); nil without trace.
 	tracer *tracer
 }

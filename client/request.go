@@ -189,14 +189,20 @@ func (p *Producer) prepareRequest(ctx context.Context, timeout time.Duration, ms
 // request topic's brokers only; a replier's retry on another broker covers
 // the rest there.
 func (p *Producer) ensureReplyPath(ctx context.Context, topic string) error {
+	// One caller does the work while the others wait: a request must not go
+	// out before the heartbeat that lets every broker push its reply.
+	p.replyPathMu.Lock()
+	defer p.replyPathMu.Unlock()
+	if p.replyPathReady[topic] {
+		return nil
+	}
 	fresh := false
 	r, known := p.c.cachedRoute(topic)
 	if !known {
 		var err error
 		if r, err = p.c.route(ctx, topic); err != nil {
-			// An unknown topic is created by the first send (autoCreateTopicEnable)
-			// and its brokers are heartbeated by the refresh; the reply topics of
-			// the clusters we know of still are below.
+			// An unknown topic is created by the first send
+			// (autoCreateTopicEnable); the next request looks again.
 			r = nil
 		}
 		fresh = true
@@ -222,6 +228,12 @@ func (p *Producer) ensureReplyPath(ctx context.Context, topic string) error {
 	}
 	if fresh {
 		p.c.sendHeartbeats(ctx)
+	}
+	if r != nil && len(clusters) > 0 {
+		if p.replyPathReady == nil {
+			p.replyPathReady = make(map[string]bool)
+		}
+		p.replyPathReady[topic] = true // the route refresh keeps the brokers known
 	}
 	return nil
 }

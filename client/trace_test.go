@@ -131,3 +131,26 @@ func TestE2ETraceCustomTopic(t *testing.T) {
 		}, 20*time.Second, 50*time.Millisecond, "Pub record of %s in %s", res.MsgID, topic)
 	}
 }
+
+// FuzzDecodeTraceData: any trace message body decodes without panicking,
+// and what appendRecord writes decodes back to the same message id.
+func FuzzDecodeTraceData(f *testing.F) {
+	var b strings.Builder
+	appendRecord(&b, &traceRecord{kind: TracePub, timestamp: 1, group: "pg", topic: "T", msgID: "ID", success: true})
+	appendRecord(&b, &traceRecord{kind: TraceSubBefore, timestamp: 2, group: "cg", requestID: "R", msgID: "ID"})
+	appendRecord(&b, &traceRecord{kind: TraceSubAfter, timestamp: 3, group: "cg", requestID: "R", msgID: "ID"})
+	f.Add(b.String(), "ID")
+	f.Add("Pub\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01\x02SubAfter\x01\x01\x01x\x02", "x")
+	f.Fuzz(func(t *testing.T, data, msgID string) {
+		_ = DecodeTraceData(data)
+		if strings.ContainsAny(msgID, "\x01\x02") {
+			return
+		}
+		var b strings.Builder
+		appendRecord(&b, &traceRecord{kind: TraceSubAfter, requestID: "R", msgID: msgID, group: "cg"})
+		vs := DecodeTraceData(b.String())
+		if len(vs) != 1 || vs[0].MsgID != msgID {
+			t.Fatalf("record about %q decoded as %+v", msgID, vs)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,6 +142,19 @@ func TestE2ERequestTimeoutAndStrays(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, remoting.SystemError, be.Code)
 	assert.Contains(t, be.Remark, "channel of the requester not found")
+
+	// A requester that heartbeated both brokers and went away.
+	gone := MustStartProducer(t, WithNameServer(ns), WithGroupName("gone-pg"))
+	_, err = gone.Request(ctx, 100*time.Millisecond, NewMessage("ReqNone", []byte("then leave")))
+	require.ErrorIs(t, err, ErrRequestTimeout)
+	require.NoError(t, gone.Shutdown())
+	req.Properties[message.PropReplyToClient] = gone.ClientID()
+	reply, err = CreateReplyMessage(req, []byte("too late"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the brokers see the connection close
+		_, err = rp.SendSync(ctx, reply)
+		return errors.As(err, &be) && strings.Contains(be.Remark, "channel of the requester not found")
+	}, 10*time.Second, 20*time.Millisecond, "last: %v", err)
 
 	// To a live requester, with a correlation id it never sent.
 	req.Properties[message.PropReplyToClient] = p.ClientID()

@@ -354,12 +354,16 @@ func (m *ConsumerManager) Groups() []string {
 }
 
 // ProducerManager tracks the connections of each producer group (RocketMQ's
-// ProducerManager); transaction checks pick a live one.
+// ProducerManager); transaction checks pick a live one, and replies find
+// their requester by client id (FindConn).
 type ProducerManager struct {
 	now func() time.Time
 
-	mu     sync.RWMutex // guards groups and the channels inside
+	mu     sync.RWMutex // guards groups, the channels inside and byClient
 	groups map[string]map[uint64]*ClientChannelInfo
+	// byClient is the latest connection each client id heartbeated on
+	// (RocketMQ's clientChannelTable), for pushing replies.
+	byClient map[string]ClientConn
 }
 
 // NewProducerManager returns an empty manager.
@@ -367,7 +371,53 @@ func NewProducerManager(now func() time.Time) *ProducerManager {
 	if now == nil {
 		now = time.Now
 	}
-	return &ProducerManager{now: now, groups: make(map[string]map[uint64]*ClientChannelInfo)}
+	return &ProducerManager{now: now, groups: make(map[string]map[uint64]*ClientChannelInfo), byClient: make(map[string]ClientConn)}
+}
+
+// FindConn returns the connection of the client with id clientID, or nil
+// when no producer of that client is registered here.
+func (m *ProducerManager) FindConn(clientID string) ClientConn {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.byClient[clientID]
+}
+
+// NoteRequester records conn as the way to client clientID unless a live
+// connection of it is known: a requester's request message names it
+// (REPLY_TO_CLIENT), so its reply can be pushed before its first heartbeat
+// reaches this broker (the official Go client heartbeats only on its 30 s
+// tick). A heartbeat replaces the entry; closing conn removes it.
+func (m *ProducerManager) NoteRequester(clientID string, conn ClientConn) {
+	m.mu.RLock()
+	old := m.byClient[clientID]
+	m.mu.RUnlock()
+	if old != nil && old.ID() == conn.ID() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.byClient[clientID]; old == nil || !m.stillRegisteredLocked(old.ID()) {
+		m.byClient[clientID] = conn
+	}
+}
+
+// forgetClientLocked drops clientID's entry in byClient if it is the
+// connection connID. Lock should be held.
+func (m *ProducerManager) forgetClientLocked(clientID string, connID uint64) {
+	if c := m.byClient[clientID]; c != nil && c.ID() == connID {
+		delete(m.byClient, clientID)
+	}
+}
+
+// stillRegisteredLocked reports whether connection connID is in any group.
+// Lock should be held.
+func (m *ProducerManager) stillRegisteredLocked(connID uint64) bool {
+	for _, chans := range m.groups {
+		if chans[connID] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Register adds or refreshes a producer connection of group.
@@ -381,6 +431,9 @@ func (m *ProducerManager) Register(group string, ch ClientChannelInfo) {
 		m.groups[group] = chans
 	}
 	id := ch.Conn.ID()
+	if ch.ClientID != "" {
+		m.byClient[ch.ClientID] = ch.Conn
+	}
 	if old := chans[id]; old != nil {
 		old.LastUpdate = now
 		return
@@ -394,9 +447,13 @@ func (m *ProducerManager) Unregister(group string, connID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if chans := m.groups[group]; chans != nil {
+		ch := chans[connID]
 		delete(chans, connID)
 		if len(chans) == 0 {
 			delete(m.groups, group)
+		}
+		if ch != nil && !m.stillRegisteredLocked(connID) {
+			m.forgetClientLocked(ch.ClientID, connID)
 		}
 	}
 }
@@ -405,6 +462,11 @@ func (m *ProducerManager) Unregister(group string, connID uint64) {
 func (m *ProducerManager) ConnClosed(connID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for id, c := range m.byClient { // also the entries NoteRequester made
+		if c.ID() == connID {
+			delete(m.byClient, id)
+		}
+	}
 	for g, chans := range m.groups {
 		delete(chans, connID)
 		if len(chans) == 0 {
@@ -424,6 +486,7 @@ func (m *ProducerManager) ScanExpired(expiry time.Duration) []ClientConn {
 			if ch.LastUpdate.Before(deadline) {
 				out = append(out, ch.Conn)
 				delete(chans, id)
+				m.forgetClientLocked(ch.ClientID, id)
 			}
 		}
 		if len(chans) == 0 {

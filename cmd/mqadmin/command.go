@@ -223,6 +223,7 @@ func allCommands() []*command {
 		queryMsgByKeyCmd(),
 		queryMsgByUniqueKeyCmd(),
 		queryMsgByOffsetCmd(),
+		queryMsgTraceByIDCmd(),
 		consumerConnectionCmd(),
 		consumerProgressCmd(),
 		clusterListCmd(),

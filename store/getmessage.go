@@ -126,6 +126,17 @@ type MessageFilter interface {
 	IsMatchedByCommitLog(record []byte) bool
 }
 
+// PropertyFilter is a MessageFilter that decides by a message's properties
+// (the broker's SQL92 filter). GetMessage calls MatchProperties instead of
+// IsMatchedByCommitLog, with the record's encoded properties read straight
+// from the mapped commitlog: the file is held once for a run of records
+// rather than once per record, and a record is held on its own only when
+// it matches. MatchProperties must not keep props.
+type PropertyFilter interface {
+	MessageFilter
+	MatchProperties(props []byte) bool
+}
+
 // TagFilter is RocketMQ's tag subscription filter: "*" or "" match all,
 // otherwise "tagA || tagB" matches entries whose tags code (the hash of the
 // TAGS string) is one of the tags' hashes. A hash collision lets a message
@@ -279,6 +290,11 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		return
 	}
 	defer buf.Release()
+	// One type check per pull, not per message: the tag and unfiltered
+	// paths below are unchanged.
+	pf, _ := filter.(PropertyFilter)
+	var cur recordCursor
+	defer cur.release()
 	r.Status = NoMatchedMessage
 	maxMsgNums = max(maxMsgNums, 1)
 	scanLimit := max(minFilterScanEntries, maxMsgNums) * CQStoreUnitSize
@@ -308,7 +324,19 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		if filter != nil && !filter.IsMatchedByConsumeQueue(e.TagsCode) {
 			continue
 		}
-		rec, ok := s.commitLog.GetMessage(e.CommitLogOffset, e.Size)
+		var rec SelectResult
+		var ok, damaged bool
+		if pf != nil {
+			var read bool
+			rec, read, damaged = s.matchProperties(&cur, pf, e)
+			if read && !damaged && rec.mf == nil {
+				continue // not matched
+			}
+			ok = read
+		} else {
+			rec, ok = s.commitLog.GetMessage(e.CommitLogOffset, e.Size)
+			damaged = ok && !recordMatchesEntry(rec.Bytes, e)
+		}
 		if !ok {
 			if len(r.Messages) == 0 {
 				r.Status = MessageWasRemoving
@@ -316,7 +344,7 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 			nextPhyFileStart = s.commitLog.RollNextFile(e.CommitLogOffset)
 			continue
 		}
-		if !recordMatchesEntry(rec.Bytes, e) {
+		if damaged {
 			// A damaged entry must not serve bytes that are not its record.
 			s.log.WithFields(logrus.Fields{"topic": cq.Topic(), "queueId": cq.QueueID(),
 				"offset": offset + int64(i/CQStoreUnitSize), "phyOffset": e.CommitLogOffset}).
@@ -324,7 +352,7 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 			rec.Release()
 			continue
 		}
-		if filter != nil && !filter.IsMatchedByCommitLog(rec.Bytes) {
+		if filter != nil && pf == nil && !filter.IsMatchedByCommitLog(rec.Bytes) {
 			rec.Release()
 			continue
 		}
@@ -336,6 +364,67 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	}
 	r.NextBeginOffset = offset + int64(i/CQStoreUnitSize)
 	r.SuggestPullingFromSlave = maxPhy-r.MaxPhyOffsetPulling > s.memoryLimit
+}
+
+// matchProperties reads the record of entry e through cur and evaluates
+// pf on its properties. read is false when the record cannot be read (as
+// CommitLog.GetMessage fails); damaged means the entry does not point at
+// a record of its size. A matching record is returned held; otherwise rec
+// holds nothing.
+func (s *Store) matchProperties(cur *recordCursor, pf PropertyFilter, e CQEntry) (rec SelectResult, read, damaged bool) {
+	b, ok := cur.view(s.commitLog, e.CommitLogOffset, e.Size)
+	if !ok {
+		return SelectResult{}, false, false
+	}
+	if !recordMatchesEntry(b, e) {
+		return SelectResult{}, true, true
+	}
+	// A record whose properties do not parse cannot match.
+	if props, ok := message.RecordProperties(b); !ok || !pf.MatchProperties(props) {
+		return SelectResult{}, true, false
+	}
+	if !cur.mf.Hold() {
+		return SelectResult{}, false, false // the file is being deleted
+	}
+	return SelectResult{StartOffset: e.CommitLogOffset, Bytes: b, mf: cur.mf}, true, false
+}
+
+// recordCursor views commitlog records for a property filter. It holds the
+// file of the last record viewed, so the records of a pull that lie in one
+// file cost one hold (and no lookup of the file) in all; the views are
+// valid until the next view or release.
+type recordCursor struct {
+	mf   *MappedFile
+	from int64
+}
+
+// view returns the size bytes at commitlog offset off, or false when they
+// are not in a written part of a live file (as CommitLog.GetMessage).
+func (c *recordCursor) view(cl *CommitLog, off int64, size int32) ([]byte, bool) {
+	if size <= 0 {
+		return nil, false
+	}
+	if c.mf == nil || off < c.from || off >= c.from+int64(c.mf.fileSize) {
+		c.release()
+		mf := cl.mfq.FindMappedFileByOffset(off, off == 0)
+		if mf == nil || !mf.Hold() {
+			return nil, false
+		}
+		c.mf, c.from = mf, mf.fileFromOffset
+	}
+	pos := off - c.from
+	end := pos + int64(size)
+	if pos < 0 || end > int64(c.mf.WrotePosition()) {
+		return nil, false
+	}
+	return c.mf.data[pos:end:end], true
+}
+
+func (c *recordCursor) release() {
+	if c.mf != nil {
+		c.mf.Release()
+		c.mf = nil
+	}
 }
 
 // recordMatchesEntry checks that b starts with a message record of the

@@ -28,7 +28,7 @@ func (f sqlFilter) MatchProperties(p []byte) bool { return f.x.Match(p) }
 // general path, one held record per entry.
 type recordFilter struct{ f sqlFilter }
 
-func (f recordFilter) IsMatchedByConsumeQueue(c int64) bool  { return f.f.IsMatchedByConsumeQueue(c) }
+func (f recordFilter) IsMatchedByConsumeQueue(c int64) bool { return f.f.IsMatchedByConsumeQueue(c) }
 func (f recordFilter) IsMatchedByCommitLog(rec []byte) bool { return f.f.IsMatchedByCommitLog(rec) }
 
 // TestStorePropertyFilter checks the property-filter path against the

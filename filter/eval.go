@@ -62,13 +62,13 @@ func (v value) String() string {
 
 // inlineSlots is how many referenced properties Match remembers once
 // looked up; further ones (rare) are looked up at each use.
-const inlineSlots = 8
+const inlineSlots = 4
 
 // env is what Match knows of one message. It lives on Match's stack.
 type env struct {
 	props    []byte
-	resolved uint8 // slots looked up
-	found    uint8 // slots the message has
+	resolved uint8 // slots looked up (bits)
+	found    uint8 // slots the message has (bits)
 	vals     [inlineSlots][]byte
 }
 
@@ -93,12 +93,12 @@ func (x *Expression) MatchMap(props map[string]string) bool {
 // decide early never look at the rest.
 func (x *Expression) prop(slot int32, en *env) ([]byte, bool) {
 	if slot >= inlineSlots {
-		return lookup(en.props, x.needles[slot])
+		return lookup(en.props, &x.needles[slot])
 	}
 	bit := uint8(1) << slot
 	if en.resolved&bit == 0 {
 		en.resolved |= bit
-		if v, ok := lookup(en.props, x.needles[slot]); ok {
+		if v, ok := lookup(en.props, &x.needles[slot]); ok {
 			en.vals[slot] = v
 			en.found |= bit
 		}
@@ -106,31 +106,73 @@ func (x *Expression) prop(slot int32, en *env) ([]byte, bool) {
 	return en.vals[slot], en.found&bit != 0
 }
 
+// needle is how the entries of one property start in encoded properties:
+// its name and 0x01. rare is the index of the byte searched for first:
+// the byte of the name least likely to occur in properties, so a search
+// stops at few places that are not the entry.
+type needle struct {
+	b    []byte
+	rare int
+}
+
+func newNeedle(name string) needle {
+	n := needle{b: append([]byte(name), message.NameValueSeparator)}
+	for i := 1; i < len(name); i++ {
+		if byteRank(name[i]) < byteRank(name[n.rare]) {
+			n.rare = i
+		}
+	}
+	return n
+}
+
+// byteRank estimates how common a byte is in properties: ids and offsets
+// are upper-case hex, RocketMQ's own names upper-case words, values often
+// lower-case words. Lower is rarer. It only steers the search.
+func byteRank(c byte) int {
+	switch {
+	case c >= '0' && c <= '9', c >= 'A' && c <= 'F':
+		return 9
+	case bytes.IndexByte([]byte("etaoinsrhldcu"), c) >= 0:
+		return 8
+	case bytes.IndexByte([]byte("ETRSIKYULNOPM_"), c) >= 0:
+		return 7
+	case c == 'G' || c == 'Q' || c == 'W':
+		return 6
+	case c >= 'a' && c <= 'z':
+		return 3
+	case c >= 'A' && c <= 'Z':
+		return 2
+	}
+	return 1
+}
+
 // lookup returns the value of the entry of encoded properties b that
-// needle (a name and 0x01) starts, by the rules of message.PropertyValue:
-// an entry without a value is skipped and a repeated name keeps its last
-// value. A match must start an entry: a value may hold 0x01 but never
-// 0x02, and names have neither.
-func lookup(b, needle []byte) ([]byte, bool) {
+// starts with the needle, by the rules of message.PropertyValue: an entry
+// without a value is skipped and a repeated name keeps its last value. A
+// match must start an entry: a value may hold 0x01 but never 0x02, and
+// names have neither.
+func lookup(b []byte, n *needle) ([]byte, bool) {
 	var val []byte
 	found := false
-	for i := 0; i < len(b); {
-		j := bytes.Index(b[i:], needle)
+	c := n.b[n.rare]
+	for i := n.rare; i < len(b); {
+		j := bytes.IndexByte(b[i:], c)
 		if j < 0 {
 			break
 		}
-		p := i + j
-		i = p + 1
-		if p > 0 && b[p-1] != message.PropertySeparator {
+		p := i + j - n.rare // where the entry would start
+		i += j + 1
+		if p+len(n.b) > len(b) || string(b[p:p+len(n.b)]) != string(n.b) || p > 0 && b[p-1] != message.PropertySeparator {
 			continue
 		}
-		v := b[p+len(needle):]
+		v := b[p+len(n.b):]
 		if end := bytes.IndexByte(v, message.PropertySeparator); end >= 0 {
 			v = v[:end]
 		}
 		if len(v) > 0 {
 			val, found = v, true
 		}
+		i = max(i, p+len(n.b)+len(v)+1+n.rare) // the next entry's earliest match
 	}
 	return val, found
 }
@@ -196,9 +238,38 @@ func (x *Expression) eval(i int32, en *env) value {
 		if r.k == kErr {
 			return r
 		}
-		return equal(l, r)
+		return equal(&l, &r)
 	case opLt, opLe, opGt, opGe:
 		return x.ordered(n, en)
+	case opPropEqStr:
+		v, ok := x.prop(n.slot, en)
+		if !ok {
+			// NULL = 'lit' is NULL, 'lit' = NULL is FALSE (equal).
+			if n.constLeft {
+				return boolValue(false)
+			}
+			return nullValue
+		}
+		return boolValue(bytes.Equal(v, n.lit))
+	case opPropCmpNum:
+		v, ok := x.prop(n.slot, en)
+		if !ok {
+			return nullValue
+		}
+		pv := value{k: kString, s: v}
+		var c int
+		if n.constLeft {
+			c, ok = compare(&n.val, &pv)
+		} else {
+			c, ok = compare(&pv, &n.val)
+		}
+		if !ok {
+			return errValue
+		}
+		return boolValue(cmpHolds(n.cmp, c))
+	case opPropIsNull:
+		_, ok := x.prop(n.slot, en)
+		return boolValue(!ok)
 	case opIsNull:
 		v := x.eval(n.a, en)
 		if v.k == kErr {
@@ -258,19 +329,24 @@ func (x *Expression) ordered(n *node, en *env) value {
 		c = compareDouble(lf, rf)
 	} else {
 		var ok bool
-		if c, ok = compare(l, r); !ok {
+		if c, ok = compare(&l, &r); !ok {
 			return errValue
 		}
 	}
-	switch n.op {
+	return boolValue(cmpHolds(n.op, c))
+}
+
+// cmpHolds reports whether a comparison result satisfies op.
+func cmpHolds(op opcode, c int) bool {
+	switch op {
 	case opLt:
-		return boolValue(c < 0)
+		return c < 0
 	case opLe:
-		return boolValue(c <= 0)
+		return c <= 0
 	case opGt:
-		return boolValue(c > 0)
+		return c > 0
 	}
-	return boolValue(c >= 0)
+	return c >= 0
 }
 
 // contains reports whether s is in the IN list.
@@ -307,7 +383,7 @@ func negate(v value) value {
 // equal is RocketMQ's equality (ComparisonExpression.doCreateEqual): one
 // NULL side gives NULL when it is the left one and FALSE otherwise, two
 // NULLs are equal, and other values compare after conversion.
-func equal(l, r value) value {
+func equal(l, r *value) value {
 	if (l.k == kNull) != (r.k == kNull) {
 		if l.k == kNull {
 			return nullValue
@@ -331,7 +407,7 @@ func equal(l, r value) value {
 // that does not parse, or a boolean on the left of a string (Java's
 // conversion casts the wrong operand). Types with no conversion compare
 // as -1.
-func compare(l, r value) (int, bool) {
+func compare(l, r *value) (int, bool) {
 	if l.k == r.k {
 		switch l.k {
 		case kBool:

@@ -67,3 +67,28 @@ func FuzzMatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzLookup: the search for one property in the raw encoding (which
+// starts at the rarest byte of the name and skips values) finds exactly
+// what message.PropertyValue finds by walking every entry.
+func FuzzLookup(f *testing.F) {
+	for _, m := range fuzzMessages {
+		for _, name := range []string{"a", "b", "TAGS", "s", "zz"} {
+			f.Add(name, m)
+		}
+	}
+	f.Add("region", benchProps)
+	f.Add("UNIQ_KEY", benchProps)
+	f.Add("ab", []byte("xab\x011\x02ab\x01\x02ab\x01ab\x01ab\x02b\x012"))
+	f.Fuzz(func(t *testing.T, name string, props []byte) {
+		if name == "" || strings.ContainsAny(name, "\x01\x02") {
+			return // not a property name
+		}
+		n := newNeedle(name)
+		got, gotOK := lookup(props, &n)
+		want, wantOK := message.PropertyValue(props, name)
+		if gotOK != wantOK || string(got) != string(want) {
+			t.Fatalf("%q in %q: %q %v, want %q %v", name, props, got, gotOK, want, wantOK)
+		}
+	})
+}

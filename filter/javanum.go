@@ -39,9 +39,11 @@ func javaParseInt(b []byte, bits int) (int64, bool) {
 	}
 	var n uint64
 	for i < len(b) {
-		d, size := javaDigit(b[i:])
-		if d < 0 {
-			return 0, false
+		d, size := int(b[i]-'0'), 1
+		if d > 9 { // not an ASCII digit (the byte wrapped below '0' too)
+			if d, size = javaDigit(b[i:]); d < 0 {
+				return 0, false
+			}
 		}
 		i += size
 		if n > (limit-uint64(d))/10 {

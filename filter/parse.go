@@ -6,8 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/gorocketmq/gorocketmq/message"
 )
 
 // Limits on a compiled expression. RocketMQ has none; they keep a hostile
@@ -57,19 +55,27 @@ const (
 	opContains               // a [NOT] CONTAINS lit
 	opStarts                 // a [NOT] STARTSWITH lit
 	opEnds                   // a [NOT] ENDSWITH lit
+
+	// Specialized forms of the commonest leaves (see specialize): the same
+	// results without the general operand plumbing.
+	opPropEqStr  // property = 'lit' (constLeft: 'lit' = property)
+	opPropCmpNum // property <cmp> number (constLeft: number <cmp> property); cmp holds the op
+	opPropIsNull // property IS NULL
 )
 
 // node is one operator or operand; children are indexes into
 // Expression.nodes.
 type node struct {
-	op   opcode
-	not  bool // opIn, opContains, opStarts, opEnds: the NOT form
-	a, b int32
-	slot int32 // opProp
-	val  value // opConst
-	lit  []byte
-	list []string            // opIn, fewer than inSetMin elements
-	set  map[string]struct{} // opIn, otherwise
+	op        opcode
+	not       bool   // opIn, opContains, opStarts, opEnds: the NOT form
+	constLeft bool   // opPropEqStr, opPropCmpNum: the literal is the left operand
+	cmp       opcode // opPropCmpNum: opLt, opLe, opGt or opGe
+	a, b      int32
+	slot      int32 // opProp
+	val       value // opConst
+	lit       []byte
+	list      []string            // opIn, fewer than inSetMin elements
+	set       map[string]struct{} // opIn, otherwise
 }
 
 // inSetMin is the IN list length from which a set is used (RocketMQ
@@ -83,7 +89,7 @@ type Expression struct {
 	nodes   []node
 	root    int32
 	names   []string // the properties referenced, by slot
-	needles [][]byte // by slot: the name and 0x01, how an entry starts
+	needles []needle // by slot: how the property's entries start
 }
 
 // Compile parses a SQL92 selector. The error wraps ErrInvalid and says
@@ -104,7 +110,39 @@ func Compile(src string) (x *Expression, err error) {
 		return nil, err
 	}
 	p.x.root = root
+	p.x.specialize()
 	return p.x, nil
+}
+
+// specialize rewrites the leaves that compare a property with a literal,
+// and IS NULL on a property, into single nodes. They evaluate exactly as
+// the general nodes would (equal, ordered, compare), but read the
+// property and the literal directly.
+func (x *Expression) specialize() {
+	for i := range x.nodes {
+		n := &x.nodes[i]
+		switch n.op {
+		case opEq, opLt, opLe, opGt, opGe:
+			a, b := &x.nodes[n.a], &x.nodes[n.b]
+			prop, lit, constLeft := b, a, true
+			if a.op == opProp {
+				prop, lit, constLeft = a, b, false
+			}
+			if prop.op != opProp || lit.op != opConst {
+				continue
+			}
+			switch {
+			case n.op == opEq && lit.val.k == kString:
+				*n = node{op: opPropEqStr, slot: prop.slot, lit: lit.val.s, constLeft: constLeft}
+			case n.op != opEq && lit.val.isNumber():
+				*n = node{op: opPropCmpNum, cmp: n.op, slot: prop.slot, val: lit.val, constLeft: constLeft}
+			}
+		case opIsNull:
+			if a := &x.nodes[n.a]; a.op == opProp {
+				*n = node{op: opPropIsNull, slot: a.slot}
+			}
+		}
+	}
 }
 
 // MustCompile is Compile that panics on error, for expressions known good.
@@ -426,7 +464,7 @@ func (p *parser) between(v int32, vpos int, not bool) (int32, error) {
 		if ln.val.k == kNull || hn.val.k == kNull {
 			return 0, p.errAt(lowPos, "the bounds of BETWEEN cannot be NULL")
 		}
-		c, ok := compare(hn.val, ln.val)
+		c, ok := compare(&hn.val, &ln.val)
 		if !ok {
 			return 0, p.errAt(lowPos, "the bounds of BETWEEN, %s and %s, cannot be compared", p.describe(low), p.describe(high))
 		}
@@ -540,7 +578,7 @@ func (p *parser) primary() (int32, error) {
 			slot = int32(len(p.x.names))
 			p.slots[t.text] = slot
 			p.x.names = append(p.x.names, t.text)
-			p.x.needles = append(p.x.needles, append([]byte(t.text), message.NameValueSeparator))
+			p.x.needles = append(p.x.needles, newNeedle(t.text))
 		}
 		return p.add(node{op: opProp, slot: slot})
 	case tLParen:

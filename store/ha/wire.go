@@ -24,9 +24,16 @@ const (
 	helloMagic uint32 = 0xFF484131 // "\xffHA1"
 	// helloSize is magic 4, flags 4, windowLen 4, windowCRC 4, offset 8.
 	helloSize = 24
+	// helloEndSize is a hello with helloWindowEnd: windowEnd 8 before the
+	// offset, which stays the last 8-byte group.
+	helloEndSize = 32
 	// helloCompress in the hello's flags asks for compressed frames; in the
 	// answer's flags it grants them.
 	helloCompress uint32 = 1
+	// helloWindowEnd in the hello's flags says the window ends at windowEnd,
+	// not at the offset: a slave ending at a file boundary fingerprints the
+	// bytes up to the blank marker closing the file before.
+	helloWindowEnd uint32 = 2
 
 	// answerOffset is the phyOffset of the master's answer to a hello: a
 	// negative value no data frame can carry (and not helloMagic, which a
@@ -37,6 +44,16 @@ const (
 	// answerSize is the answer's body: status 4, flags 4, masterMax 8,
 	// startOffset 8.
 	answerSize = 24
+
+	// lostOffset is the phyOffset of a frame that announces a lost range
+	// (see store.LostRange) to a slave that sent a hello: the data frames
+	// after it, up to the range's end, carry the master's damaged bytes as
+	// they are. Negative like answerOffset.
+	lostOffset int64 = -0x00B7BEB400000000 // 0xFF48414C00000000: "\xffHAL\0\0\0\0"
+	// lostOffsetBits is lostOffset as written.
+	lostOffsetBits uint64 = 0xFF48414C00000000
+	// lostSize is the announcement's body: from 8, to 8.
+	lostSize = 16
 
 	// maxFrameBody bounds the uncompressed body of a compressed frame (a
 	// slave must hold it whole to decode it) and haTransferBatchSize.
@@ -63,14 +80,6 @@ const (
 	answerNotASlave uint32 = 0xFFFFFFFF
 )
 
-var answerNames = map[uint32]string{
-	answerOK:             "ok",
-	answerSlaveAhead:     "slave ahead of master",
-	answerContentDiffers: "slave data differs from master",
-	answerNoCompression:  "compression off at master",
-	answerBehindMin:      "slave behind master's oldest file",
-}
-
 // crcTable fingerprints the bytes before a slave's offset.
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -79,27 +88,55 @@ type hello struct {
 	flags     uint32
 	windowLen uint32
 	windowCRC uint32
+	// windowEnd is where the window ends: offset, unless flags has
+	// helloWindowEnd.
+	windowEnd int64
 	offset    int64
 }
 
+// encode appends the hello, with windowEnd only when it is not offset (a
+// RocketMQ master takes the last 8-byte group, the offset, either way).
 func (h *hello) encode(b []byte) []byte {
 	be := binary.BigEndian
+	flags := h.flags &^ helloWindowEnd
+	if h.windowEnd != h.offset {
+		flags |= helloWindowEnd
+	}
 	b = be.AppendUint32(b, helloMagic)
-	b = be.AppendUint32(b, h.flags)
+	b = be.AppendUint32(b, flags)
 	b = be.AppendUint32(b, h.windowLen)
 	b = be.AppendUint32(b, h.windowCRC)
+	if flags&helloWindowEnd != 0 {
+		b = be.AppendUint64(b, uint64(h.windowEnd))
+	}
 	return be.AppendUint64(b, uint64(h.offset))
 }
 
-// decodeHello reads the 16 bytes after the magic and flags (b[:8]).
+// helloRest returns how many bytes follow a hello's magic and flags.
+func helloRest(flags uint32) int {
+	if flags&helloWindowEnd != 0 {
+		return helloEndSize - 8
+	}
+	return helloSize - 8
+}
+
+// decodeHello reads a hello from its magic and flags (first[:8]) and the
+// helloRest bytes after them.
 func decodeHello(first, rest []byte) hello {
 	be := binary.BigEndian
-	return hello{
+	h := hello{
 		flags:     be.Uint32(first[4:]),
 		windowLen: be.Uint32(rest),
 		windowCRC: be.Uint32(rest[4:]),
-		offset:    int64(be.Uint64(rest[8:])),
 	}
+	if h.flags&helloWindowEnd != 0 {
+		h.windowEnd = int64(be.Uint64(rest[8:]))
+		h.offset = int64(be.Uint64(rest[16:]))
+	} else {
+		h.offset = int64(be.Uint64(rest[8:]))
+		h.windowEnd = h.offset
+	}
+	return h
 }
 
 // answer is the master's reply to a hello, sent as a frame at answerOffset.
@@ -130,6 +167,20 @@ func decodeAnswer(body []byte) answer {
 	}
 }
 
+// appendLost appends a frame announcing the lost range [from, to); in a
+// compressed session its header has the compressed layout, with
+// compressedSize lostSize: the body is never compressed.
+func appendLost(b []byte, from, to int64, compressed bool) []byte {
+	be := binary.BigEndian
+	b = be.AppendUint64(b, lostOffsetBits)
+	b = be.AppendUint32(b, lostSize)
+	if compressed {
+		b = be.AppendUint32(b, lostSize)
+	}
+	b = be.AppendUint64(b, uint64(from))
+	return be.AppendUint64(b, uint64(to))
+}
+
 // putHeader writes a plain frame header.
 func putHeader(b []byte, offset int64, size int) {
 	binary.BigEndian.PutUint64(b, uint64(offset))
@@ -147,8 +198,6 @@ type connReader struct {
 	buf     []byte
 	r, w    int
 	timeout time.Duration
-	// onRead is called after each read that returned bytes (liveness).
-	onRead func()
 }
 
 func newConnReader(c net.Conn, size int, timeout time.Duration) *connReader {
@@ -170,9 +219,6 @@ func (cr *connReader) fill() error {
 	}
 	n, err := cr.c.Read(cr.buf[cr.w:])
 	cr.w += n
-	if n > 0 && cr.onRead != nil {
-		cr.onRead()
-	}
 	if n > 0 {
 		return nil
 	}

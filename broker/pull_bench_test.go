@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -162,6 +163,7 @@ func BenchmarkConsumeBacklogSQL92VsTag(b *testing.B) {
 	}
 	want := consumeBacklogSize / 10
 	var tagTime, sqlTime time.Duration
+	tagBest, sqlBest := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	b.ReportAllocs()
 	for b.Loop() {
 		start := time.Now()
@@ -174,10 +176,14 @@ func BenchmarkConsumeBacklogSQL92VsTag(b *testing.B) {
 		}
 		tagTime += mid.Sub(start)
 		sqlTime += time.Since(mid)
+		tagBest, sqlBest = min(tagBest, mid.Sub(start)), min(sqlBest, time.Since(mid))
 	}
 	tagRate := float64(want*b.N) / tagTime.Seconds()
 	sqlRate := float64(want*b.N) / sqlTime.Seconds()
 	b.ReportMetric(tagRate, "tag-msgs/s")
 	b.ReportMetric(sqlRate, "sql92-msgs/s")
 	b.ReportMetric(sqlRate/tagRate, "sql92/tag")
+	// The fastest drain of each: on a machine shared with other work the
+	// ratio of sums swings with the load; the best runs show the code.
+	b.ReportMetric(tagBest.Seconds()/sqlBest.Seconds(), "sql92/tag-best")
 }

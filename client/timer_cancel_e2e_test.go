@@ -18,7 +18,7 @@ func TestE2ETimerCancel(t *testing.T) {
 	ns, _, admin := e2eCluster(t, "E2ETimerCancel")
 	p := MustStartProducer(t, WithNameServer(ns))
 	ctx := testCtx(t)
-	due := time.Now().Add(1500 * time.Millisecond)
+	due := time.Now().Add(2500 * time.Millisecond) // room for the sends on a slow machine
 	gone, err := p.SendSync(ctx, NewMessage("E2ETimerCancel", []byte("cancelled")).WithDeliveryTime(due))
 	require.NoError(t, err)
 	_, err = p.SendSync(ctx, NewMessage("E2ETimerCancel", []byte("kept")).WithDeliveryTime(due.Add(200*time.Millisecond)))

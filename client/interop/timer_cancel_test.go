@@ -39,7 +39,7 @@ func TestOfficialTimerCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	due := time.Now().Add(1500 * time.Millisecond)
+	due := time.Now().Add(2500 * time.Millisecond) // room for the sends on a slow machine
 	send := func(body string, at time.Time) *primitive.SendResult {
 		m := primitive.NewMessage(topic, []byte(body))
 		m.WithDelayTimestamp(at)

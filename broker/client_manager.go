@@ -7,7 +7,6 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // Client housekeeping defaults (RocketMQ's ClientHousekeepingService).
@@ -40,11 +39,11 @@ type ClientChannelInfo struct {
 	LastUpdate time.Time
 }
 
-// subscriptionEntry is a registered subscription with its parsed filter, so
-// pulls do not parse the expression again.
+// subscriptionEntry is a registered subscription with its compiled
+// expression, so pulls do not parse it again.
 type subscriptionEntry struct {
-	data   protocol.SubscriptionData
-	filter *store.TagFilter
+	data     protocol.SubscriptionData
+	compiled *compiledSubscription
 }
 
 // ConsumerGroupInfo is one consumer group's live members and subscriptions.
@@ -78,6 +77,9 @@ type GroupSnapshot struct {
 type ConsumerManager struct {
 	now    func() time.Time
 	notify func(group string, conns []ClientConn)
+	// compile turns a subscription's expression into its filter when the
+	// subscription is new or newer: once, never per pull or message.
+	compile func(typ, expr string) *compiledSubscription
 
 	mu     sync.RWMutex // guards groups, firstSeen and everything inside them
 	groups map[string]*ConsumerGroupInfo
@@ -95,7 +97,8 @@ func NewConsumerManager(now func() time.Time, notify func(group string, conns []
 	if notify == nil {
 		notify = func(string, []ClientConn) {}
 	}
-	return &ConsumerManager{now: now, notify: notify, groups: make(map[string]*ConsumerGroupInfo), firstSeen: make(map[string]int64)}
+	return &ConsumerManager{now: now, notify: notify, compile: compileSubscription,
+		groups: make(map[string]*ConsumerGroupInfo), firstSeen: make(map[string]int64)}
 }
 
 // ConsumerRegistration is one consumer group entry of a heartbeat.
@@ -139,7 +142,7 @@ func (m *ConsumerManager) Register(r ConsumerRegistration) bool {
 		seen[sd.Topic] = true
 		old := g.subs[sd.Topic]
 		if old == nil || sd.SubVersion > old.data.SubVersion {
-			g.subs[sd.Topic] = &subscriptionEntry{data: sd, filter: store.NewTagFilter(sd.SubString)}
+			g.subs[sd.Topic] = &subscriptionEntry{data: sd, compiled: m.compile(sd.ExpressionType, sd.SubString)}
 			if old == nil {
 				changed = true
 			}
@@ -266,8 +269,8 @@ func (g *ConsumerGroupInfo) connsLocked() []ClientConn {
 }
 
 // Subscription returns the group's registered subscription of topic and its
-// filter. groupOnline reports whether the group has any member.
-func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.SubscriptionData, filter *store.TagFilter, found, groupOnline bool) {
+// compiled expression. groupOnline reports whether the group has any member.
+func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.SubscriptionData, compiled *compiledSubscription, found, groupOnline bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	g := m.groups[group]
@@ -278,7 +281,7 @@ func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.Subscri
 	if e == nil {
 		return protocol.SubscriptionData{}, nil, false, true
 	}
-	return e.data, e.filter, true, true
+	return e.data, e.compiled, true, true
 }
 
 // GroupMode returns the group's message model and start point, and whether

@@ -545,6 +545,43 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	return res, err
 }
 
+// CancelScheduled cancels a message sent with a delivery time
+// (WithDeliveryTime or another timer property) before it is delivered, as
+// RocketMQ 5 does: it sends a cancel marker (TIMER_DEL_UNIQKEY) due at the
+// same time to the broker holding the message. q and msgID are the
+// message's SendResult.Queue and SendResult.MsgID, deliverAt the time it
+// was sent with (the broker matches the marker with messages due around
+// the same second). Cancelling a message already delivered, or one that
+// never existed, does nothing; a nil error means the broker stored the
+// marker, not that a message was found.
+func (p *Producer) CancelScheduled(ctx context.Context, q MessageQueue, msgID string, deliverAt time.Time) error {
+	if msgID == "" || deliverAt.IsZero() {
+		return fmt.Errorf("%w: cancel needs the message id and its delivery time", ErrBadOption)
+	}
+	topic := p.c.wrapName(q.Topic)
+	key := topic + "+" + msgID
+	marker := NewMessage(q.Topic, []byte(key)).WithDeliveryTime(deliverAt).WithProperty(message.PropTimerDelUniqKey, key)
+	out, err := p.prepare([]*Message{marker}, 0)
+	if err != nil {
+		return err
+	}
+	if !p.c.running() {
+		return ErrNotStarted
+	}
+	// The broker that holds the message, whatever the selector: the
+	// cancel set is the broker's own.
+	q.Topic = topic
+	for i := 0; ; i++ {
+		_, err = p.sendTo(ctx, out, q, false)
+		if err == nil || i >= p.c.o.retry || ctx.Err() != nil {
+			return err
+		}
+		if retry, _ := retryable(err); !retry {
+			return err
+		}
+	}
+}
+
 // SendAsync sends msgs in the background and calls cb with the outcome, on a
 // goroutine the producer owns. It returns an error (and never calls cb) when
 // the messages are invalid, the producer is not running, or ctx ends while

@@ -81,6 +81,10 @@ type BrokerConfig struct {
 	TraceOn bool `mapstructure:"traceOn"`
 	// RejectTransactionMessage refuses half messages with NO_PERMISSION.
 	RejectTransactionMessage bool `mapstructure:"rejectTransactionMessage"`
+	// EnablePropertyFilter serves SQL92 subscriptions (filters on message
+	// properties, evaluated on the broker). Off, as RocketMQ's default,
+	// their pulls are refused with SYSTEM_ERROR saying so.
+	EnablePropertyFilter bool `mapstructure:"enablePropertyFilter"`
 
 	// AclEnable checks every request against the accounts of AclPlainFile
 	// (RocketMQ 4.x plain ACL).

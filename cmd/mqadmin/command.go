@@ -227,6 +227,7 @@ func allCommands() []*command {
 		printMsgByQueueCmd(),
 		brokerConsumeStatsCmd(),
 		producerConnectionCmd(),
+		queryMsgTraceByIDCmd(),
 		consumerConnectionCmd(),
 		consumerProgressCmd(),
 		consumerStatusCmd(),

@@ -34,7 +34,7 @@
 // accessKey and secretKey of $ROCKETMQ_HOME/conf/tools.yml, as RocketMQ's
 // mqadmin does.
 //
-// Java's other commands (wipeWritePerm, queryMsgTraceById, export...) are
+// Java's other commands (wipeWritePerm, export...) are
 // absent rather than approximated. Options absent too: consumerProgress -s,
 // queryMsgById -u, queryMsgByUniqueKey -g/-d, updateTopic -u/-s,
 // resetOffsetByTime -c. Where Java prints data the SDK does not return (a

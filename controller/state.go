@@ -156,11 +156,11 @@ type electEvent struct {
 
 // alterEvent changes a group's in-sync set at its master's request.
 type alterEvent struct {
-	BrokerName             string  `json:"brokerName"`
-	MasterID               int64   `json:"masterBrokerId"`
-	MasterEpoch            int32   `json:"masterEpoch"`
-	ExpectSyncStateSetEpoch int32  `json:"expectSyncStateSetEpoch"`
-	NewSet                 []int64 `json:"newSyncStateSet"`
+	BrokerName              string  `json:"brokerName"`
+	MasterID                int64   `json:"masterBrokerId"`
+	MasterEpoch             int32   `json:"masterEpoch"`
+	ExpectSyncStateSetEpoch int32   `json:"expectSyncStateSetEpoch"`
+	NewSet                  []int64 `json:"newSyncStateSet"`
 }
 
 // controllerAddrEvent records a controller's remoting address.

@@ -127,6 +127,13 @@ func (c *Config) Validate() error {
 	if c.self() == nil {
 		return fmt.Errorf("%w: controllerDLegerSelfId=%s is not one of controllerDLegerPeers (%s)", ErrBadConfig, c.SelfID, FormatPeers(c.Peers))
 	}
+	if len(c.Peers) > 1 {
+		for _, p := range c.Peers {
+			if strings.HasSuffix(p.Addr, ":0") {
+				return fmt.Errorf("%w: controllerDLegerPeers entry %s-%s: port 0 works only for a group of one", ErrBadConfig, p.ID, p.Addr)
+			}
+		}
+	}
 	if c.StorePath == "" && !c.inmemStore {
 		return fmt.Errorf("%w: controllerStorePath is empty", ErrBadConfig)
 	}
@@ -285,7 +292,11 @@ func (c *Controller) Start(advertise string) error {
 			c.closeAll()
 			return fmt.Errorf("controller: %w: %v", ErrBadConfig, err)
 		}
-		nt, err := raft.NewTCPTransportWithLogger(self.Addr, addr, 3, 5*time.Second, rc.Logger)
+		var advertise net.Addr = addr
+		if addr.Port == 0 {
+			advertise = nil // a group of one on any free port (tests): the listener's
+		}
+		nt, err := raft.NewTCPTransportWithLogger(self.Addr, advertise, 3, 5*time.Second, rc.Logger)
 		if err != nil {
 			c.closeAll()
 			return fmt.Errorf("controller: Raft transport on %s: %w", self.Addr, err)
@@ -304,7 +315,11 @@ func (c *Controller) Start(advertise string) error {
 		// tolerates that, and the group forms once a majority runs.
 		var servers []raft.Server
 		for _, p := range c.cfg.Peers {
-			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+			addr := raft.ServerAddress(p.Addr)
+			if p.ID == self.ID {
+				addr = trans.LocalAddr()
+			}
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: addr})
 		}
 		if err := raft.BootstrapCluster(rc, logs, stable, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
 			c.closeAll()
@@ -320,7 +335,7 @@ func (c *Controller) Start(advertise string) error {
 	c.wg.Add(2)
 	go c.leaderLoop()
 	go c.scanLoop()
-	c.log.WithFields(logrus.Fields{"raftAddr": self.Addr, "addr": advertise, "peers": FormatPeers(c.cfg.Peers),
+	c.log.WithFields(logrus.Fields{"raftAddr": trans.LocalAddr(), "addr": advertise, "peers": FormatPeers(c.cfg.Peers),
 		"group": c.cfg.Group, "existingState": existing}).Info("controller started")
 	return nil
 }

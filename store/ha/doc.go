@@ -50,7 +50,11 @@
 //	+--------------+-------------+-----------------+-----------------+-----------------+
 //	 0              4             8                 12                16              24
 //
-// flags bit 0 asks for compressed frames. windowCRC fingerprints the
+// flags bit 0 asks for compressed frames. flags bit 1 (controller mode)
+// says the slave's replica id, an int64, sits between windowCRC and
+// maxOffset (the hello is then 32 bytes and still ends with the offset a
+// RocketMQ master takes); the master reports acks per replica with it.
+// windowCRC fingerprints the
 // windowLen (up to 4096) bytes just before maxOffset within their file.
 // A RocketMQ master takes the last 8-byte group of what it read, the
 // offset, and never answers: the Slave sees an ordinary first frame and
@@ -149,6 +153,17 @@
 // goroutine or timer is spent per waiting send: waiters sit in a heap by
 // offset and are answered in offset order by the goroutine that read the
 // ack; one goroutine expires deadlines.
+//
+// # In-sync set (controller mode)
+//
+// Master.SetAckSet(ids) makes a send wait until every replica of ids (the
+// in-sync set's slaves, by the ids of their hellos) acknowledged it, rather
+// than any one slave: whichever in-sync replica a controller elects then
+// holds every acknowledged message. A replica of the set with no connection
+// answers sends SlaveNotAvailable at once; an empty set (the master alone
+// in sync) releases them at once. Status shows each connection's replica id
+// and when it last caught up (its ack reached the master's max offset as of
+// a push), from which the broker shrinks and widens the set.
 //
 // # Wiring (for the broker)
 //

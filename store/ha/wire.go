@@ -27,6 +27,13 @@ const (
 	// helloCompress in the hello's flags asks for compressed frames; in the
 	// answer's flags it grants them.
 	helloCompress uint32 = 1
+	// helloReplicaID in the hello's flags says an 8-byte replica id (the
+	// slave's brokerId in controller mode) follows windowCRC, before the
+	// offset: the hello is then helloIDSize long, and still ends with the
+	// offset a RocketMQ master takes.
+	helloReplicaID uint32 = 2
+	// helloIDSize is a hello with a replica id.
+	helloIDSize = helloSize + 8
 
 	// answerOffset is the phyOffset of the master's answer to a hello: a
 	// negative value no data frame can carry (and not helloMagic, which a
@@ -79,27 +86,50 @@ type hello struct {
 	flags     uint32
 	windowLen uint32
 	windowCRC uint32
+	replicaID int64 // sent when not 0 (helloReplicaID)
 	offset    int64
 }
 
 func (h *hello) encode(b []byte) []byte {
 	be := binary.BigEndian
+	flags := h.flags
+	if h.replicaID != 0 {
+		flags |= helloReplicaID
+	}
 	b = be.AppendUint32(b, helloMagic)
-	b = be.AppendUint32(b, h.flags)
+	b = be.AppendUint32(b, flags)
 	b = be.AppendUint32(b, h.windowLen)
 	b = be.AppendUint32(b, h.windowCRC)
+	if h.replicaID != 0 {
+		b = be.AppendUint64(b, uint64(h.replicaID))
+	}
 	return be.AppendUint64(b, uint64(h.offset))
 }
 
-// decodeHello reads the 16 bytes after the magic and flags (b[:8]).
+// helloRest is how many bytes follow the magic and flags of a hello.
+func helloRest(flags uint32) int {
+	if flags&helloReplicaID != 0 {
+		return helloIDSize - 8
+	}
+	return helloSize - 8
+}
+
+// decodeHello reads the bytes after the magic and flags (first[:8]):
+// helloRest(flags) of them.
 func decodeHello(first, rest []byte) hello {
 	be := binary.BigEndian
-	return hello{
+	h := hello{
 		flags:     be.Uint32(first[4:]),
 		windowLen: be.Uint32(rest),
 		windowCRC: be.Uint32(rest[4:]),
-		offset:    int64(be.Uint64(rest[8:])),
 	}
+	rest = rest[8:]
+	if h.flags&helloReplicaID != 0 {
+		h.replicaID = int64(be.Uint64(rest))
+		rest = rest[8:]
+	}
+	h.offset = int64(be.Uint64(rest))
+	return h
 }
 
 // answer is the master's reply to a hello, sent as a frame at answerOffset.

@@ -186,6 +186,12 @@ func (s *scheduleService) persist(force bool) error {
 
 // start loads the offsets and starts scheduleLoop and the persist loop.
 func (s *scheduleService) start() error {
+	s.rearm()
+	// A restart (controller mode: master again) takes the offsets from the
+	// file, which the slave sync wrote from the master meanwhile.
+	s.mu.Lock()
+	clear(s.offsets)
+	s.mu.Unlock()
 	if err := s.load(); err != nil {
 		return err
 	}

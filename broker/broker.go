@@ -86,8 +86,9 @@ type Broker struct {
 	putMessages atomic.Int64 // messages stored since start (GET_BROKER_RUNTIME_INFO)
 	putBytes    atomic.Int64 // record bytes stored since start
 
-	nsClient    *remoting.Client
-	registerNow chan struct{} // wakes registerLoop after a topic change
+	nsClient     *remoting.Client
+	registerNow  chan struct{} // wakes registerLoop after a topic change
+	registeredID atomic.Int64  // the brokerId last registered with the nameservers
 
 	ha replication // the HA master or slave (ha.go)
 	// acceptWrites says this broker takes sends: a master by brokerRole,
@@ -142,6 +143,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
 	b.ctl.notify = make(chan replicaInfo, 1)
+	b.registeredID.Store(cfg.BrokerID)
 	b.stopCtx, b.cancelStop = context.WithCancel(context.Background())
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)

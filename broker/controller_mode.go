@@ -98,8 +98,12 @@ type ctlState struct {
 	// pending are replicas joining the in-sync set: sends wait for them
 	// already; they join once their ack reaches mark.
 	pending map[int64]pendingMember
+	// seen is when each slave was last seen connected (as master).
+	seen map[int64]time.Time
 	// slaveStop ends the slave sync loop of the current slave role.
 	slaveStop chan struct{}
+	// since is when the current role began.
+	since time.Time
 
 	roleNow    atomic.Int32 // role, for other goroutines
 	leaseUntil atomic.Int64 // unix ns until which a master may take writes
@@ -365,6 +369,8 @@ func (b *Broker) updateWritable() {
 		b.acceptWrites.Store(false)
 		b.store.SetSlave(true)
 	}
+	// The brokerId registered with the nameservers follows (registerID).
+	b.triggerRegister()
 }
 
 // applyRole switches to the role info names, when it is newer than the one
@@ -396,6 +402,9 @@ func (b *Broker) applyRole(info replicaInfo) {
 // setRole records the role for other goroutines and re-registers with the
 // nameservers under the brokerId it implies.
 func (b *Broker) setRole(r ctlRole) {
+	if b.ctl.role != r {
+		b.ctl.since = time.Now()
+	}
 	b.ctl.role = r
 	b.ctl.roleNow.Store(int32(r))
 	b.updateWritable()
@@ -422,6 +431,7 @@ func (b *Broker) leaveRole() {
 		b.log.WithError(err).Warn("stopping replication for a role change")
 	}
 	c.pending = nil
+	c.seen = nil
 	c.slaveReady = false
 }
 
@@ -432,7 +442,10 @@ func (b *Broker) becomeMaster(info replicaInfo) {
 	log := b.log.WithFields(logrus.Fields{"masterEpoch": info.MasterEpoch, "from": c.role})
 	b.leaveRole()
 	start := st.CommitLog().MaxOffset()
-	if err := st.Epochs().Append(store.EpochEntry{Epoch: info.MasterEpoch, StartOffset: start}); err != nil {
+	if last := st.Epochs().LastEpoch(); last == info.MasterEpoch {
+		// Master at this epoch before a restart: the epoch goes on.
+		log.Info("still the master at this epoch")
+	} else if err := st.Epochs().Append(store.EpochEntry{Epoch: info.MasterEpoch, StartOffset: start}); err != nil {
 		log.WithError(err).Error("cannot record the new epoch; staying without a role")
 		b.setRole(roleNone)
 		return
@@ -614,6 +627,16 @@ func (b *Broker) keepSyncStateSet() {
 			conns[s.ReplicaID] = conn{ack: s.AckOffset, caughtUp: s.LastCaughtUp}
 		}
 	}
+	if c.seen == nil {
+		c.seen = map[int64]time.Time{}
+	}
+	for id := range conns {
+		c.seen[id] = now
+	}
+	// A replica gone from the HA port is out after the heartbeat timeout
+	// (the controller's view of a dead broker), not haMaxTimeSlaveNotCatchup:
+	// under allAckInSyncStateSet sends fail until it leaves the set.
+	maxGone := time.Duration(b.cfg.BrokerNotActiveTimeoutMillis) * time.Millisecond
 	me := b.cfg.BrokerID
 	next := []int64{me}
 	changed := false
@@ -621,12 +644,19 @@ func (b *Broker) keepSyncStateSet() {
 		if id == me {
 			continue
 		}
-		if cn, ok := conns[id]; ok && now.Sub(cn.caughtUp) <= maxLag {
+		cn, ok := conns[id]
+		seen, ever := c.seen[id]
+		switch {
+		case ok && now.Sub(cn.caughtUp) <= maxLag:
 			next = append(next, id)
-		} else {
+		case !ok && ever && now.Sub(seen) <= maxGone:
+			next = append(next, id) // a reconnect may be under way
+		case !ok && !ever && now.Sub(c.since) <= maxGone:
+			next = append(next, id) // this master just started: give it time to connect
+		default:
 			changed = true
 			b.log.WithFields(logrus.Fields{"replica": id, "connected": ok, "haMaxTimeSlaveNotCatchup": maxLag}).
-				Warn("an in-sync replica fell behind: removing it from the in-sync set")
+				Warn("an in-sync replica fell behind or left: removing it from the in-sync set")
 		}
 	}
 	// Joining replicas that reached their mark join; others wait, or are

@@ -71,12 +71,14 @@ func (b *Broker) registerAll(ctx context.Context) {
 		b.log.WithError(err).Error("cannot encode the registration body")
 		return
 	}
+	id := b.registerID()
+	b.registeredID.Store(id)
 	hdr := protocol.RegisterBrokerRequestHeader{
 		BrokerName:   b.cfg.BrokerName,
 		BrokerAddr:   b.Addr(),
 		ClusterName:  b.cfg.BrokerClusterName,
 		HaServerAddr: b.haServerAddr(),
-		BrokerID:     b.registerID(),
+		BrokerID:     id,
 		Compressed:   b.cfg.CompressedRegister,
 		BodyCrc32:    protocol.BodyCRC32(body),
 	}
@@ -149,7 +151,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 		BrokerName:  b.cfg.BrokerName,
 		BrokerAddr:  b.Addr(),
 		ClusterName: b.cfg.BrokerClusterName,
-		BrokerID:    b.registerID(),
+		BrokerID:    b.registeredID.Load(), // as last registered (controller mode: 0 or its own)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.registerTimeout())
 	defer cancel()

@@ -282,7 +282,7 @@ func (r *reputService) dispatchBuffer(res *SelectResult, p *reputPass) reputStat
 	b := res.Bytes
 	pos := 0
 	// Records in a lost range are damaged, even those that parse.
-	lost, hasLost := cl.lostRangeAfter(res.StartOffset)
+	lost, hasLost := cl.LostRangeAfter(res.StartOffset)
 	for pos < len(b) {
 		if hasLost && res.StartOffset+int64(pos) >= lost.From {
 			r.log.WithFields(logrus.Fields{"from": lost.From, "to": lost.To}).Warn("dispatch: skipping a lost commitlog range")

@@ -23,13 +23,15 @@ func (cl *CommitLog) LostRanges() []LostRange {
 // lostRangeAt returns the lost range holding offset. Without damage it is
 // one atomic load.
 func (cl *CommitLog) lostRangeAt(offset int64) (LostRange, bool) {
-	r, ok := cl.lostRangeAfter(offset)
+	r, ok := cl.LostRangeAfter(offset)
 	return r, ok && r.From <= offset
 }
 
-// lostRangeAfter returns the first lost range that ends after offset (it
-// may hold offset).
-func (cl *CommitLog) lostRangeAfter(offset int64) (LostRange, bool) {
+// LostRangeAfter returns the first lost range that ends after offset (it
+// may hold offset): the first damage a reader going on from offset meets.
+// An HA master uses it to announce the ranges it pushes to its slaves.
+// Without damage it is one atomic load.
+func (cl *CommitLog) LostRangeAfter(offset int64) (LostRange, bool) {
 	ranges := cl.LostRanges()
 	if len(ranges) == 0 {
 		return LostRange{}, false
@@ -68,6 +70,28 @@ func (cl *CommitLog) addLostRange(r LostRange) {
 	copy(ranges[i+1:], ranges[i:])
 	ranges[i] = r
 	cl.lost.Store(&ranges)
+}
+
+// addReplicaLost records [from, to), bytes a master announced as lost and a
+// replica append copied. A range arrives a frame at a time, so a piece that
+// starts where a range ends extends it: recorded whole, the range is the
+// master's, and the one this store's recovery finds in the same bytes.
+func (cl *CommitLog) addReplicaLost(from, to int64) {
+	cl.lostMu.Lock()
+	var ranges []LostRange
+	if p := cl.lost.Load(); p != nil {
+		ranges = append(ranges, *p...)
+	}
+	for i := range ranges {
+		if ranges[i].To == from {
+			ranges[i].To = to
+			cl.lost.Store(&ranges)
+			cl.lostMu.Unlock()
+			return
+		}
+	}
+	cl.lostMu.Unlock()
+	cl.addLostRange(LostRange{From: from, To: to})
 }
 
 // skipDamaged returns where dispatch goes on after the record at pos of res

@@ -111,48 +111,15 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 	maxRecord := cl.MaxRecordSize()
 	cl.putMu.Lock()
 	defer cl.putMu.Unlock()
-	if cl.closed.Load() {
-		return 0, false, ErrCommitLogClosed
-	}
-	if err := cl.flush.failed(); err != nil {
+	if err := cl.replicaStartsAt(offset); err != nil {
 		return 0, false, err
-	}
-	if end := cl.mfq.MaxOffset(); offset != end {
-		if end != 0 || !cl.holdsNothing() {
-			return 0, false, fmt.Errorf("%w: data at offset %d, the commitlog ends at %d", ErrReplicaOffset, offset, end)
-		}
-		if offset < 0 || offset%int64(fileSize) != 0 {
-			return 0, false, fmt.Errorf("%w: an empty commitlog can start only at a file boundary, not at %d (file size %d)",
-				ErrReplicaOffset, offset, fileSize)
-		}
-		// A new slave: drop the empty file a put or an earlier start left,
-		// so the first file is created at the master's offset.
-		for cl.mfq.Len() > 0 {
-			if err := cl.mfq.DeleteLastMappedFile(); err != nil {
-				return 0, false, fmt.Errorf("store: drop empty commitlog file: %w", err)
-			}
-		}
-		cl.log.WithField("offset", offset).Info("empty commitlog starts at the master's offset")
 	}
 	be := binary.BigEndian
 	for consumed < len(data) {
 		at := offset + int64(consumed)
-		mf := cl.mfq.LastMappedFile()
-		if mf == nil || mf.IsFull() {
-			if mf, err = cl.mfq.LastMappedFileOrCreate(at); err != nil {
-				if errors.Is(err, ErrDiskFull) {
-					return consumed, appended, err
-				}
-				return consumed, appended, fmt.Errorf("%w: %w", ErrCreateMappedFile, err)
-			}
-		}
-		if err := mf.ensureBacked(fileSize, 0); err != nil {
+		mf, filePos, err := cl.replicaFile(at)
+		if err != nil {
 			return consumed, appended, err
-		}
-		filePos := int(at - mf.FileFromOffset())
-		if filePos != mf.WrotePosition() {
-			return consumed, appended, fmt.Errorf("%w: data at offset %d, file %s is written to %d",
-				ErrReplicaOffset, at, mf.Path(), mf.FileFromOffset()+int64(mf.WrotePosition()))
 		}
 		// Scan the whole records that follow in this file.
 		i, blank := consumed, false
@@ -209,7 +176,122 @@ func (cl *CommitLog) appendReplica(offset int64, data []byte) (consumed int, app
 	return consumed, appended, nil
 }
 
-// writeReplica writes b, whole records, at pos of mf with pwrite, its first
+// replicaStartsAt checks that replicated bytes at offset continue the
+// commitlog: offset is its end or, for a commitlog that holds nothing (a new
+// slave), a file boundary, where the first file is then created. Caller
+// holds putMu.
+func (cl *CommitLog) replicaStartsAt(offset int64) error {
+	if cl.closed.Load() {
+		return ErrCommitLogClosed
+	}
+	if err := cl.flush.failed(); err != nil {
+		return err
+	}
+	end := cl.mfq.MaxOffset()
+	if offset == end {
+		return nil
+	}
+	fileSize := cl.mfq.FileSize()
+	if end != 0 || !cl.holdsNothing() {
+		return fmt.Errorf("%w: data at offset %d, the commitlog ends at %d", ErrReplicaOffset, offset, end)
+	}
+	if offset < 0 || offset%int64(fileSize) != 0 {
+		return fmt.Errorf("%w: an empty commitlog can start only at a file boundary, not at %d (file size %d)",
+			ErrReplicaOffset, offset, fileSize)
+	}
+	// A new slave: drop the empty file a put or an earlier start left,
+	// so the first file is created at the master's offset.
+	for cl.mfq.Len() > 0 {
+		if err := cl.mfq.DeleteLastMappedFile(); err != nil {
+			return fmt.Errorf("store: drop empty commitlog file: %w", err)
+		}
+	}
+	cl.log.WithField("offset", offset).Info("empty commitlog starts at the master's offset")
+	return nil
+}
+
+// replicaFile returns the file replicated bytes at offset go to, created if
+// needed, with its blocks reserved, and the position in it, which must be
+// the file's written end. Caller holds putMu.
+func (cl *CommitLog) replicaFile(at int64) (*MappedFile, int, error) {
+	fileSize := cl.mfq.FileSize()
+	mf := cl.mfq.LastMappedFile()
+	if mf == nil || mf.IsFull() {
+		var err error
+		if mf, err = cl.mfq.LastMappedFileOrCreate(at); err != nil {
+			if errors.Is(err, ErrDiskFull) {
+				return nil, 0, err
+			}
+			return nil, 0, fmt.Errorf("%w: %w", ErrCreateMappedFile, err)
+		}
+	}
+	if err := mf.ensureBacked(fileSize, 0); err != nil {
+		return nil, 0, err
+	}
+	filePos := int(at - mf.FileFromOffset())
+	if filePos != mf.WrotePosition() {
+		return nil, 0, fmt.Errorf("%w: data at offset %d, file %s is written to %d",
+			ErrReplicaOffset, at, mf.Path(), mf.FileFromOffset()+int64(mf.WrotePosition()))
+	}
+	return mf, filePos, nil
+}
+
+// AppendReplicaLost appends data, commitlog bytes at offset that the master
+// announced as part of one of its lost ranges (records its recovery or
+// dispatch found damaged and skipped, see LostRanges). offset must be where
+// AppendReplica would take data (see there); data must not cross the end of
+// its file.
+//
+// The bytes are written as they are, unvalidated, so the slave's file stays
+// identical to the master's: its own recovery finds the same damage at the
+// same offsets and skips the same range. [offset, offset+len(data)) is
+// recorded as a lost range before the bytes are published, extending a
+// range that ends at offset (a range arrives a frame at a time), so dispatch
+// never parses them and reads never return them. No queue offset moves: the
+// master's records after the range carry their own.
+//
+// It returns len(data), or 0 and an error with nothing appended.
+func (cl *CommitLog) AppendReplicaLost(offset int64, data []byte) (int, error) {
+	appended, err := cl.appendReplicaLost(offset, data)
+	if !appended {
+		return 0, err
+	}
+	if cl.appendHook != nil {
+		cl.appendHook()
+	}
+	cl.notifyAppendListener()
+	return len(data), nil
+}
+
+func (cl *CommitLog) appendReplicaLost(offset int64, data []byte) (bool, error) {
+	if len(data) == 0 {
+		return false, nil
+	}
+	fileSize := int64(cl.mfq.FileSize())
+	cl.putMu.Lock()
+	defer cl.putMu.Unlock()
+	if err := cl.replicaStartsAt(offset); err != nil {
+		return false, err
+	}
+	if offset%fileSize+int64(len(data)) > fileSize {
+		return false, fmt.Errorf("%w: lost bytes [%d,%d) cross the end of their file (file size %d)",
+			ErrReplicaData, offset, offset+int64(len(data)), fileSize)
+	}
+	mf, filePos, err := cl.replicaFile(offset)
+	if err != nil {
+		return false, err
+	}
+	if err := cl.writeReplica(mf, data, filePos); err != nil {
+		return false, err
+	}
+	// The range before the write position: a reader that sees the bytes
+	// sees the range too.
+	cl.addReplicaLost(offset, offset+int64(len(data)))
+	mf.SetWrotePosition(filePos + len(data))
+	return true, nil
+}
+
+// writeReplica writes b, whole records (or a lost range's bytes), at pos of mf with pwrite, its first
 // 8 bytes last as writeAt does (a killed process leaves zeros where
 // recovery looks). Unlike a put's few hundred bytes, a slave writes up to a
 // frame at once, and copying that into the mapping faults in every fresh
@@ -302,13 +384,42 @@ func checkReplicaRecord(b []byte, offset int64, room, maxRecord int) (int, int64
 // a slave's (SetSlave): replication is what writes there. When a new
 // slave's commitlog starts at the master's offset, dispatch starts there too.
 func (s *Store) AppendReplica(offset int64, data []byte) (int, error) {
+	if err := s.replicaStart(offset); err != nil {
+		return 0, err
+	}
+	n, appended, err := s.commitLog.appendReplica(offset, data)
+	if appended {
+		s.replicaAppended()
+	}
+	return n, err
+}
+
+// AppendReplicaLost appends bytes of a master's lost range (see
+// CommitLog.AppendReplicaLost) and wakes the dispatch loop, which skips
+// them. It refuses as AppendReplica does.
+func (s *Store) AppendReplicaLost(offset int64, data []byte) (int, error) {
+	if err := s.replicaStart(offset); err != nil {
+		return 0, err
+	}
+	appended, err := s.commitLog.appendReplicaLost(offset, data)
+	if !appended {
+		return 0, err
+	}
+	s.replicaAppended()
+	return len(data), nil
+}
+
+// replicaStart refuses replica appends as puts are refused (shut down,
+// disk full) and, when a new slave's commitlog starts at the master's
+// offset, moves dispatch there.
+func (s *Store) replicaStart(offset int64) error {
 	switch r := s.refuse.Load(); {
 	case s.shutdown.Load():
-		return 0, ErrShutdown
+		return ErrShutdown
 	case r&refuseSpaceRatio != 0:
-		return 0, ErrDiskFull
+		return ErrDiskFull
 	case r&refuseSpaceDispatch != 0:
-		return 0, errDispatchNoSpace
+		return errDispatchNoSpace
 	}
 	cl := s.commitLog
 	if offset > 0 && cl.MaxOffset() == 0 && offset%int64(cl.FileSize()) == 0 {
@@ -321,16 +432,16 @@ func (s *Store) AppendReplica(offset int64, data []byte) (int, error) {
 		}
 		s.reput.mu.Unlock()
 	}
-	n, appended, err := cl.appendReplica(offset, data)
-	if appended {
-		// Hand the records to the dispatch loop rather than dispatch them
-		// here as a put does: a slave appends a frame of records at a time
-		// on its one applying goroutine, and dispatching beside it on
-		// another core roughly doubled BenchmarkCatchUp. The ack the
-		// master waits for needs the append only.
-		s.reput.pending.Store(true)
-		s.reput.signal()
-		cl.notifyAppendListener()
-	}
-	return n, err
+	return nil
+}
+
+// replicaAppended hands appended replica bytes to the dispatch loop rather
+// than dispatching them here as a put does: a slave appends a frame of
+// records at a time on its one applying goroutine, and dispatching beside it
+// on another core roughly doubled BenchmarkCatchUp. The ack the master waits
+// for needs the append only.
+func (s *Store) replicaAppended() {
+	s.reput.pending.Store(true)
+	s.reput.signal()
+	s.commitLog.notifyAppendListener()
 }

@@ -20,6 +20,7 @@ import (
 // replicate copies master's commitlog from offset from into slave the way
 // an HA slave does: in pieces of random size that cut records anywhere,
 // keeping an unconsumed tail and dropping the filler after blank markers.
+// The bytes of the master's lost ranges go through AppendReplicaLost.
 func replicate(t *testing.T, master, slave *Store, from int64, rng *rand.Rand) {
 	t.Helper()
 	mcl := master.CommitLog()
@@ -31,6 +32,19 @@ func replicate(t *testing.T, master, slave *Store, from int64, rng *rand.Rand) {
 		b := res.Bytes
 		for len(b) > 0 {
 			piece := b[:min(len(b), 1+rng.IntN(9000))]
+			if lr, ok := mcl.LostRangeAfter(at); ok && lr.From < at+int64(len(piece)) {
+				if lr.From > at {
+					piece = piece[:lr.From-at] // up to the range
+				} else {
+					piece = piece[:min(int64(len(piece)), lr.To-at)]
+					require.Empty(t, pending, "a lost range starts after whole records")
+					n, err := slave.AppendReplicaLost(at, piece)
+					require.NoError(t, err)
+					require.Equal(t, len(piece), n)
+					b, at = b[len(piece):], at+int64(len(piece))
+					continue
+				}
+			}
 			b = b[len(piece):]
 			data := append(pending, piece...)
 			start := at - int64(len(pending))
@@ -88,6 +102,126 @@ func assertSameCommitLog(t *testing.T, master, slave *Store) {
 		sr.Release()
 		off = mcl.RollNextFile(off)
 	}
+}
+
+// assertSameBytes checks both commitlogs hold the same written bytes, filler
+// after blank markers included (never written on either side).
+func assertSameBytes(t *testing.T, master, slave *Store) {
+	t.Helper()
+	mcl, scl := master.CommitLog(), slave.CommitLog()
+	require.Equal(t, mcl.MaxOffset(), scl.MaxOffset())
+	for off := scl.MinOffset(); off < scl.MaxOffset(); off = mcl.RollNextFile(off) {
+		mr, ok := mcl.GetData(off)
+		require.True(t, ok)
+		sr, ok := scl.GetData(off)
+		require.True(t, ok)
+		require.True(t, bytes.Equal(mr.Bytes, sr.Bytes), "bytes of the file at %d", off)
+		mr.Release()
+		sr.Release()
+	}
+}
+
+// A master's lost ranges reach a slave as they are: AppendReplicaLost writes
+// the damaged bytes verbatim, so the files stay identical, and records the
+// range, so the slave serves exactly the master's intact messages at their
+// queue offsets; its own recovery, clean or after a crash, finds the same
+// range in the same bytes.
+func TestAppendReplicaLostKeepsMasterDamage(t *testing.T) {
+	const fileSize = 1 << 20
+	lastOfFile := func(sent []sentMsg, file int64) int {
+		k := -1
+		for i, m := range sent {
+			if m.phy/fileSize == file {
+				k = i
+			}
+		}
+		return k
+	}
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, cfg *Config, sent []sentMsg) ([]int, LostRange)
+	}{
+		{"a record", func(t *testing.T, cfg *Config, sent []sentMsg) ([]int, LostRange) {
+			p, pos := commitLogFile(cfg, sent[700].phy)
+			xorFile(t, p, pos+300, 1, 0x01)
+			return []int{700}, LostRange{sent[700].phy, sent[701].phy}
+		}},
+		{"a file's last record and its blank marker", func(t *testing.T, cfg *Config, sent []sentMsg) ([]int, LostRange) {
+			k := lastOfFile(sent, 2)
+			p, pos := commitLogFile(cfg, sent[k].phy)
+			xorFile(t, p, pos+300, 1, 0x01)
+			xorFile(t, p, pos+int64(sent[k].size), 8, 0xFF)
+			return []int{k}, LostRange{sent[k].phy, 3 * fileSize}
+		}},
+		{"across a file boundary", func(t *testing.T, cfg *Config, sent []sentMsg) ([]int, LostRange) {
+			// The blank marker closing file 2 and the first record of file 3.
+			k := lastOfFile(sent, 2)
+			p, pos := commitLogFile(cfg, sent[k].phy+int64(sent[k].size))
+			xorFile(t, p, pos, 8, 0xFF)
+			require.EqualValues(t, 3*fileSize, sent[k+1].phy)
+			p, pos = commitLogFile(cfg, sent[k+1].phy)
+			xorFile(t, p, pos, 8, 0xFF)
+			return []int{k + 1}, LostRange{sent[k].phy + int64(sent[k].size), sent[k+2].phy}
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(i)))
+			cfg, sent := damageStore(t, false)
+			lostIdx, lr := tc.damage(t, cfg, sent)
+			lost := map[int]bool{}
+			for _, i := range lostIdx {
+				lost[i] = true
+			}
+			master := MustOpen(t, cfg)
+			require.Equal(t, []LostRange{lr}, master.CommitLog().LostRanges())
+
+			scfg := testConfig(t.TempDir(), AsyncFlush)
+			slave := MustOpen(t, scfg)
+			replicate(t, master, slave, 0, rng)
+			assertSameBytes(t, master, slave)
+			assert.Equal(t, []LostRange{lr}, slave.CommitLog().LostRanges(), "recorded whole, though it came in pieces")
+			waitDispatched(t, slave)
+			assertServed(t, slave, sent, lost)
+
+			require.NoError(t, slave.Shutdown(context.Background()))
+			slave = MustOpen(t, scfg)
+			assert.Equal(t, []LostRange{lr}, slave.CommitLog().LostRanges(), "found again by a clean restart's recovery")
+			assertServed(t, slave, sent, lost)
+			crash(t, slave)
+			slave = MustOpen(t, scfg)
+			assert.Equal(t, []LostRange{lr}, slave.CommitLog().LostRanges(), "found again after a crash")
+			assertServed(t, slave, sent, lost)
+			assertSameBytes(t, master, slave)
+		})
+	}
+}
+
+// AppendReplicaLost takes bytes only where the commitlog ends, within one
+// file, and nothing of a refused call is kept.
+func TestAppendReplicaLostRefuses(t *testing.T) {
+	s := MustOpen(t, testConfig(t.TempDir(), AsyncFlush))
+	fs := int64(s.CommitLog().FileSize())
+	junk := bytes.Repeat([]byte{0xAB}, 100)
+	_, err := s.AppendReplicaLost(10, junk)
+	assert.ErrorIs(t, err, ErrReplicaOffset, "an empty commitlog starts at a file boundary")
+	n, err := s.AppendReplicaLost(fs, junk)
+	require.NoError(t, err)
+	assert.Equal(t, len(junk), n)
+	assert.Equal(t, fs+100, s.CommitLog().MaxOffset())
+	_, err = s.AppendReplicaLost(fs+50, junk)
+	assert.ErrorIs(t, err, ErrReplicaOffset)
+	_, err = s.AppendReplicaLost(fs+100, make([]byte, fs))
+	assert.ErrorIs(t, err, ErrReplicaData, "across the end of the file")
+	n, err = s.AppendReplicaLost(fs+100, junk)
+	require.NoError(t, err)
+	assert.Equal(t, len(junk), n)
+	assert.Equal(t, []LostRange{{fs, fs + 200}}, s.CommitLog().LostRanges())
+	assert.Equal(t, fs+200, s.CommitLog().MaxOffset())
+	waitDispatched(t, s)
+	require.NoError(t, s.Shutdown(context.Background()))
+	_, err = s.AppendReplicaLost(fs+200, junk)
+	assert.ErrorIs(t, err, ErrShutdown)
 }
 
 func TestAppendReplicaCopiesAcrossFilesAndDispatches(t *testing.T) {

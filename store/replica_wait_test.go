@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,6 +72,123 @@ func TestReplicaWaiterJoinsDurability(t *testing.T) {
 				s.SetReplicaWaiter(nil)
 				_, mustWait = s.AppendMessage(newTestMessage("T", 0, body(4, 100), "", ""))
 				assert.Equal(t, ft == SyncFlush, mustWait, "without a waiter only SYNC_FLUSH waits")
+			})
+		}
+	}
+}
+
+// recvWithin returns what ch delivers, failing the test if nothing comes
+// within a generous bound.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing within 30s", what)
+		var zero T
+		return zero
+	}
+}
+
+// Under SYNC_FLUSH with a replica waiter, OnDurable runs the flush wait and
+// the replica wait at once; here the waiter answers from its own goroutine
+// while the group commit answers the flush, in either order. The put is
+// answered exactly once, only when both are done, with the slave's outcome,
+// except that a failed flush wins over whatever the slave says.
+func TestReplicaWaiterAnswersFromAnotherGoroutine(t *testing.T) {
+	injected := errors.New("injected EIO")
+	cases := []struct {
+		name       string
+		flushFails bool
+		replica    ReplicaResult
+		want       PutStatus
+	}{
+		{"acked", false, ReplicaResult{Status: PutOK}, PutOK},
+		{"slave timeout", false, ReplicaResult{Status: FlushSlaveTimeout, Err: errFakeSlave}, FlushSlaveTimeout},
+		{"flush fails, slave acked", true, ReplicaResult{Status: PutOK}, FlushDiskTimeout},
+		{"flush fails, no slave", true, ReplicaResult{Status: SlaveNotAvailable, Err: errFakeSlave}, FlushDiskTimeout},
+	}
+	for _, tc := range cases {
+		for _, replicaFirst := range []bool{true, false} {
+			order := "/flush answers first"
+			if replicaFirst {
+				order = "/slave answers first"
+			}
+			t.Run(tc.name+order, func(t *testing.T) {
+				// The group commit's flush waits for release, then succeeds
+				// or fails.
+				release := make(chan struct{})
+				var once sync.Once
+				flushGo := func() { once.Do(func() { close(release) }) }
+				cfg := clTestConfig(t, SyncFlush)
+				cfg.SyncFlushTimeout = time.Minute // the flush answers, not its timeout
+				cl := mustOpenCommitLog(t, cfg, nil, true, func(cl *CommitLog) {
+					real := cl.flush.flushFn
+					cl.flush.flushFn = func(least int) (int64, error) {
+						<-release
+						if tc.flushFails {
+							return cl.mfq.FlushedWhere(), injected
+						}
+						return real(least)
+					}
+				})
+				t.Cleanup(flushGo) // runs before the commitlog's Shutdown cleanup
+
+				slaveGo := make(chan struct{})
+				slaveDone := make(chan struct{})
+				var waitedFor atomic.Int64
+				cl.SetReplicaWaiter(func(next int64, done func(ReplicaResult)) {
+					waitedFor.Store(next)
+					go func() { // the replication goroutine
+						defer close(slaveDone)
+						<-slaveGo
+						done(tc.replica)
+					}()
+				})
+
+				res, mustWait := cl.AppendMessage(clMsg("RW", 0, []byte("payload"), nil))
+				require.Equal(t, PutOK, res.Status)
+				require.True(t, mustWait)
+				var answers atomic.Int32
+				got := make(chan PutResult, 2)
+				cl.OnDurable(res, func(r PutResult) {
+					answers.Add(1)
+					got <- r
+				})
+				end := res.WroteOffset + int64(res.WroteBytes)
+				assert.Equal(t, end, waitedFor.Load(), "the slave must hold the record's end")
+				// A flush waiter queued after the put's is answered after
+				// it by the group commit: once it is, so is the put's.
+				flushSide := make(chan struct{})
+				cl.flush.waitFlushedAsync(end, func(error) { close(flushSide) })
+
+				if replicaFirst {
+					close(slaveGo)
+					recvWithin(t, slaveDone, "the slave's answer")
+					assert.Zero(t, answers.Load(), "answered before its flush")
+					flushGo()
+				} else {
+					flushGo()
+					recvWithin(t, flushSide, "the flush's answer")
+					assert.Zero(t, answers.Load(), "answered before the slave")
+					close(slaveGo)
+				}
+				r := recvWithin(t, got, "the put's answer")
+				assert.Equal(t, tc.want, r.Status)
+				if tc.flushFails {
+					assert.ErrorIs(t, r.Err, injected)
+				} else {
+					assert.Equal(t, tc.replica.Err, r.Err)
+				}
+				assert.Equal(t, res.WroteOffset, r.WroteOffset, "the result still says where the record is stored")
+				assert.True(t, r.OK(), "stored either way")
+
+				// Both sides have answered: nothing answers again.
+				recvWithin(t, slaveDone, "the slave's answer")
+				recvWithin(t, flushSide, "the flush's answer")
+				assert.EqualValues(t, 1, answers.Load())
+				assert.Empty(t, got)
 			})
 		}
 	}

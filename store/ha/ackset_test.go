@@ -12,21 +12,34 @@ import (
 	"github.com/gorocketmq/gorocketmq/store"
 )
 
+// A hello carries the replica id after windowCRC (and after windowEnd when
+// both are sent), and still ends with the offset a RocketMQ master takes.
 func TestHelloWithReplicaID(t *testing.T) {
-	h := hello{flags: helloCompress, windowLen: 12, windowCRC: 34, replicaID: 7, offset: 1 << 33}
+	h := hello{flags: helloCompress, windowLen: 12, windowCRC: 34, replicaID: 7, windowEnd: 1 << 33, offset: 1 << 33}
 	b := h.encode(nil)
-	require.Len(t, b, helloIDSize)
-	// A RocketMQ master takes the last 8-byte group: still the offset.
+	require.Len(t, b, helloSize+8)
 	assert.Equal(t, uint64(1<<33), binary.BigEndian.Uint64(b[len(b)-8:]))
 	flags := binary.BigEndian.Uint32(b[4:])
 	assert.Equal(t, helloCompress|helloReplicaID, flags)
-	require.Equal(t, helloIDSize-8, helloRest(flags))
-	got := decodeHello(b[:8], b[8:])
-	assert.Equal(t, int64(7), got.replicaID)
-	assert.Equal(t, int64(1<<33), got.offset)
-	assert.Equal(t, uint32(34), got.windowCRC)
-	// Without an id the hello keeps its 24 bytes.
-	h.replicaID = 0
+	require.Equal(t, len(b)-8, helloRest(flags))
+	want := h
+	want.flags = flags
+	assert.Equal(t, want, decodeHello(b[:8], b[8:]))
+
+	// With a window ending at a file boundary too: both, in that order.
+	h.windowEnd = 1<<33 - 100
+	b = h.encode(nil)
+	require.Len(t, b, helloMaxSize)
+	flags = binary.BigEndian.Uint32(b[4:])
+	assert.Equal(t, helloCompress|helloReplicaID|helloWindowEnd, flags)
+	require.Equal(t, len(b)-8, helloRest(flags))
+	assert.Equal(t, uint64(1<<33), binary.BigEndian.Uint64(b[len(b)-8:]))
+	want = h
+	want.flags = flags
+	assert.Equal(t, want, decodeHello(b[:8], b[8:]))
+
+	// Without an id and with the window at the offset: 24 bytes.
+	h.replicaID, h.windowEnd = 0, h.offset
 	assert.Len(t, h.encode(nil), helloSize)
 }
 

@@ -50,16 +50,35 @@
 //	+--------------+-------------+-----------------+-----------------+-----------------+
 //	 0              4             8                 12                16              24
 //
-// flags bit 0 asks for compressed frames. flags bit 1 (controller mode)
-// says the slave's replica id, an int64, sits between windowCRC and
-// maxOffset (the hello is then 32 bytes and still ends with the offset a
-// RocketMQ master takes); the master reports acks per replica with it.
-// windowCRC fingerprints the
-// windowLen (up to 4096) bytes just before maxOffset within their file.
-// A RocketMQ master takes the last 8-byte group of what it read, the
-// offset, and never answers: the Slave sees an ordinary first frame and
-// goes on with plain frames (a Slave set to compress refuses then). A
-// Master answers with a frame at the negative offset 0xFF48414B00000000:
+// or, with flags bit 1 or bit 2, 32 bytes, or with both 40 (windowEnd, then
+// replicaID, then maxOffset):
+//
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	| magic uint32 | flags       | windowLen       | windowCRC       | windowEnd int64 | maxOffset int64 |
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	 0              4             8                 12                16                24              32
+//
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	| magic uint32 | flags       | windowLen       | windowCRC       | replicaID int64 | maxOffset int64 |
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	 0              4             8                 12                16                24              32
+//
+// flags bit 2 (controller mode) says the slave's replica id (its brokerId)
+// is there; the master counts acks per replica with it (SetAckSet).
+// flags bit 0 asks for compressed frames. windowCRC fingerprints the
+// windowLen (up to 4096) bytes just before windowEnd, within one file:
+// windowEnd is maxOffset unless flags bit 1 is set, which a Slave does when
+// maxOffset is at a file boundary: its window then ends at the blank
+// end-of-file marker closing the file before (the filler after a marker is
+// never copied, so it cannot be compared). Without it a slave that just
+// took a marker, or whose recovery cut the first record of a new file,
+// would have nothing to compare. A Slave starts its window after its own
+// lost ranges, its damaged copy of those bytes; windowLen 0 means nothing
+// to compare. maxOffset is always the
+// last 8-byte group. A RocketMQ master takes that group, the offset, and
+// never answers: the Slave sees an ordinary first frame and goes on with
+// plain frames (a Slave set to compress refuses then). A Master answers
+// with a frame at the negative offset 0xFF48414B00000000:
 //
 //	+--------------------+------------+---------------+--------------+-----------------+-------------------+
 //	| 0xFF48414B00000000 | 24 (int32) | status uint32 | flags uint32 | masterMax int64 | startOffset int64 |
@@ -71,11 +90,40 @@
 // before it differ from the master's, 3 compression asked while
 // haTransferCompress is off at the master, 4 the master deleted the files
 // the slave needs. For any status but 0 the master closes after the
-// answer. A RocketMQ slave never sends a hello; when it reports beyond the
+// answer; a hello whose window cannot be (longer than 4096 bytes, across a
+// file, windowEnd beyond maxOffset or outside the file before a boundary)
+// is closed without one. The master does not compare a window that
+// overlaps one of its own lost ranges: damage on the master is not
+// divergence, and a slave that copied those bytes before the damage holds
+// them intact. A RocketMQ slave never sends a hello; when it reports beyond the
 // master's max, the master sends a heartbeat frame at its max before it
 // closes, which a RocketMQ slave takes as an offset mismatch
 // (HAClient.dispatchReadRequest: "master pushed offset not equal the max
 // phy offset in slave") and closes on, so it learns nothing false.
+//
+// # Lost ranges
+//
+// A master's recovery (or dispatch) can leave a lost range in its
+// commitlog: damaged records it skipped, their bytes left as they are
+// (store.LostRange). The master's push ends a frame at a range's start.
+// To a slave that sent a hello it then announces the range in a frame at
+// the negative offset 0xFF48414C00000000:
+//
+//	+--------------------+------------+------------+----------+
+//	| 0xFF48414C00000000 | 16 (int32) | from int64 | to int64 |
+//	+--------------------+------------+------------+----------+
+//	 0                    8            12           20         28
+//
+// (in a compressed session the header has the compressed layout with
+// compressedSize 16, and the 16 bytes follow uncompressed). from is the
+// slave's next offset (the push may start inside a range); the frames that
+// follow carry the bytes up to to, damaged, ended there and at file ends,
+// as ordinary frames. A Slave copies them as they are
+// (store.Store.AppendReplicaLost) and records the range, so its files stay
+// identical to the master's, its dispatch skips the range as the master's
+// does, and its own recovery finds the same damage there. A RocketMQ slave
+// never gets the announcement: it gets the bytes as a RocketMQ master
+// would send them, copies them unchecked, and its recovery deals with them.
 //
 // # Compressed frames (haTransferCompress, off by default)
 //
@@ -118,11 +166,19 @@
 // a header claiming more closes the connection. Each record is validated
 // (magic, sizes, PHYSICALOFFSET equal to its position, body CRC); a blank
 // end-of-file marker must fill the rest of its file, and the filler after
-// it is not copied (never read, zero on both sides). Anything else closes
-// the connection with a log line naming the offsets; the slave keeps the
-// whole records before it, reconnects with backoff and resumes from its own
-// max offset, as it does after a restart or a kill -9 (the store's normal
-// recovery finds that offset). Appended records are dispatched to the
+// it is not copied (never read, zero on both sides). The bytes of an
+// announced lost range are the exception: copied unchecked (see Lost
+// ranges). Anything else closes the connection with a log line naming the
+// offsets; the slave keeps the whole records before it, reconnects with
+// backoff and resumes from its own max offset, as it does after a restart
+// or a kill -9 (the store's normal recovery finds that offset). The wait
+// before a reconnect (haReconnectMinInterval) doubles up to
+// haReconnectMaxInterval while sessions make no progress, and starts over
+// only after a session that appended bytes or was caught up (a heartbeat
+// frame at the slave's offset): a slave that fails to apply what it gets
+// (a full disk, data it rejects) retries ever more slowly, not as a
+// reconnect storm whose every session briefly counts as a connected slave
+// at the master. Appended records are dispatched to the
 // slave's consume queues and index by the store's dispatch loop, as the
 // master's are, at the same queue offsets.
 //
@@ -142,17 +198,19 @@
 //
 // # Sync double write
 //
-// Under SYNC_MASTER, after the flush wait, the broker calls
-// WaitReplicated(res.WroteOffset+int64(res.WroteBytes), done) for sends
-// with WAIT not "false". done gets PutOK once a slave acked that offset,
-// FlushSlaveTimeout after slaveTimeout, or SlaveNotAvailable at once when
-// no slave is connected or the acks are haSlaveFallbehindMax or more behind
-// (SlaveOK, RocketMQ's isSlaveOK on push2SlaveMaxOffset). The broker
-// combines it with the flush result: any status but PutOK wins; all three
-// are stored sends (FLUSH_SLAVE_TIMEOUT = 12, SLAVE_NOT_AVAILABLE = 11). No
-// goroutine or timer is spent per waiting send: waiters sit in a heap by
-// offset and are answered in offset order by the goroutine that read the
-// ack; one goroutine expires deadlines.
+// Under SYNC_MASTER the broker calls st.SetReplicaWaiter(m.WaitReplicated)
+// once; the store does the rest. For every put that waits (WAIT not
+// "false"), the store's OnDurable (store/commitlog.go) starts the flush wait
+// (under SYNC_FLUSH) and WaitReplicated(end of the put's records, done) at
+// once, and answers the put once both are done: a failed flush wins
+// (FLUSH_DISK_TIMEOUT), else the replica's status. done gets PutOK once a
+// slave acked that offset, FlushSlaveTimeout after slaveTimeout, or
+// SlaveNotAvailable at once when no slave is connected or the acks are
+// haSlaveFallbehindMax or more behind (SlaveOK, RocketMQ's isSlaveOK on
+// push2SlaveMaxOffset). All are stored sends (FLUSH_SLAVE_TIMEOUT = 12,
+// SLAVE_NOT_AVAILABLE = 11). No goroutine or timer is spent per waiting
+// send: waiters sit in a heap by offset and are answered in offset order by
+// the goroutine that read the ack; one goroutine expires deadlines.
 //
 // # In-sync set (controller mode)
 //

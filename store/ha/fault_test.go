@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
@@ -37,7 +38,7 @@ func newFaultEnv(t *testing.T) *faultEnv {
 func (e *faultEnv) session(t *testing.T, wantOffset int64) *rawConn {
 	t.Helper()
 	c, hello := e.f.accept(t)
-	require.Equal(t, wantOffset, int64(binary.BigEndian.Uint64(hello[16:])), "the slave resumes from what it holds")
+	require.Equal(t, wantOffset, int64(binary.BigEndian.Uint64(hello[len(hello)-8:])), "the slave resumes from what it holds")
 	return c
 }
 
@@ -219,4 +220,60 @@ func TestFaultFileSizeMismatch(t *testing.T) {
 	fs := int64(mst.CommitLog().FileSize())
 	assert.Less(t, sst.CommitLog().MaxOffset(), fs)
 	checkWholeRecords(t, sst)
+}
+
+// A slave whose every session fails to apply what it gets (data it rejects,
+// a full disk) backs off: the wait doubles up to ReconnectMax instead of
+// starting over after each handshake, so a persistent failure is no
+// reconnect storm. A session that appends starts the wait over.
+func TestSlaveFailingEveryApplyBacksOff(t *testing.T) {
+	src := openStore(t, t.TempDir())
+	putN(t, src, 0, 10, 1000)
+	rec := masterBytes(t, src, 0, firstRecordLen(masterBytes(t, src, 0, 4)))
+	garbage := bytes.Repeat([]byte{0x5A}, 200)
+
+	f := newFakeMaster(t)
+	dst := openStore(t, t.TempDir())
+	cfg := haConfig()
+	cfg.ReconnectMin, cfg.ReconnectMax = 5*time.Millisecond, 80*time.Millisecond
+	log, hook := testLog()
+	startSlave(t, dst, cfg, log, f.ln.Addr().String())
+
+	// The waits the slave chose, in order (its log says each).
+	waits := func(n int) []time.Duration {
+		t.Helper()
+		var out []time.Duration
+		require.Eventually(t, func() bool {
+			out = out[:0]
+			for _, e := range hook.AllEntries() {
+				if e.Message == "HA session ended" {
+					out = append(out, e.Data["retryIn"].(time.Duration))
+				}
+			}
+			return len(out) >= n
+		}, waitFor, time.Millisecond)
+		return out
+	}
+	// session answers the slave's hello as this package's master does, then
+	// sends body at offset; the slave must close.
+	session := func(offset int64, body []byte) {
+		t.Helper()
+		c, h := f.accept(t)
+		require.Equal(t, offset, int64(binary.BigEndian.Uint64(h[len(h)-8:])))
+		c.write((&answer{masterMax: offset + int64(len(body)), startOffset: offset}).encode(nil))
+		c.write(frameBytes(offset, body))
+		c.expectClosed()
+	}
+	ms := time.Millisecond
+	for range 6 {
+		session(0, garbage)
+	}
+	assert.Equal(t, []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 80 * ms}, waits(6))
+	assert.Zero(t, dst.CommitLog().MaxOffset())
+
+	session(0, append(append([]byte(nil), rec...), garbage...)) // appends a record, then fails
+	assert.Equal(t, 5*ms, waits(7)[6], "a session that appended starts the wait over")
+	session(int64(len(rec)), garbage)
+	assert.Equal(t, 10*ms, waits(8)[7])
+	assert.Equal(t, int64(len(rec)), dst.CommitLog().MaxOffset())
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // maxFramesPerWrite bounds how many frames one writev carries while a slave
@@ -49,6 +51,9 @@ type masterConn struct {
 	caughtUp  atomic.Int64
 	// compress is set by the handshake before ack is first stored.
 	compress bool
+	// hello says the slave sent a hello (this package's): it is told of
+	// lost ranges. Set before writeLoop starts.
+	hello bool
 	// counted says the connection is in Master.slaves; guarded by the
 	// master's mu.
 	counted bool
@@ -61,9 +66,13 @@ type masterConn struct {
 
 	// Owned by writeLoop: reused for every write.
 	hdrs [maxFramesPerWrite][compressedHeaderSize]byte
-	bufs [2 * maxFramesPerWrite][]byte
+	bufs [2*maxFramesPerWrite + 1][]byte // the frames and a lost range's announcement
+	lost [compressedHeaderSize + lostSize]byte
 	wv   net.Buffers
 	comp []byte
+	// lostTo is the end of the last lost range announced: the push is in
+	// it while below.
+	lostTo int64
 }
 
 func newMasterConn(m *Master, nc net.Conn) *masterConn {
@@ -110,7 +119,9 @@ func (c *masterConn) readLoop() {
 		h = decodeHello(f[:], rest)
 	} else {
 		h.offset = int64(binary.BigEndian.Uint64(first))
+		h.windowEnd = h.offset
 	}
+	c.hello = isHello
 	start, ans := c.handshake(isHello, &h)
 	if ans.status != answerOK {
 		c.refuse(isHello, ans, cr)
@@ -155,8 +166,13 @@ func (c *masterConn) handshake(isHello bool, h *hello) (int64, answer) {
 		c.log.WithFields(fields).Error("HA slave reports an offset beyond this master's commitlog: it holds data this master does not; refusing it (see the slave's log)")
 		ans.status = answerSlaveAhead
 		return 0, ans
+	case isHello && !c.windowValid(h):
+		c.log.WithFields(fields).WithFields(logrus.Fields{"window": h.windowLen, "windowEnd": h.windowEnd}).
+			Error("HA slave's hello has a window that cannot be: closing")
+		ans.status = answerNotASlave
+		return 0, ans
 	case isHello && h.windowLen > 0 && !c.windowMatches(h):
-		c.log.WithFields(fields).WithField("window", h.windowLen).
+		c.log.WithFields(fields).WithFields(logrus.Fields{"window": h.windowLen, "windowEnd": h.windowEnd}).
 			Error("HA slave's commitlog differs from this master's just before its offset: it holds data this master does not; refusing it")
 		ans.status = answerContentDiffers
 		return 0, ans
@@ -188,15 +204,34 @@ func (c *masterConn) handshake(isHello bool, h *hello) (int64, answer) {
 	return start, ans
 }
 
-// windowMatches compares the slave's fingerprint of the bytes before its
-// offset with this master's. Bytes the master no longer holds cannot be
-// compared and count as a match.
-func (c *masterConn) windowMatches(h *hello) bool {
-	n := int64(h.windowLen)
-	if n > windowMax || n > h.offset {
+// windowValid checks the hello's window: at most windowMax bytes within
+// one file, ending at the slave's offset or, when that is a file boundary,
+// in the file before it (at the blank marker that closes it).
+func (c *masterConn) windowValid(h *hello) bool {
+	fs := int64(c.m.cl.FileSize())
+	n, end := int64(h.windowLen), h.windowEnd
+	switch {
+	case n > windowMax || end > h.offset || end-n < 0:
+		return false
+	case end < h.offset && (h.offset%fs != 0 || end <= h.offset-fs):
 		return false
 	}
-	res, ok := c.m.cl.GetMessage(h.offset-n, int32(n))
+	return n == 0 || (end-n)/fs == (end-1)/fs
+}
+
+// windowMatches compares the slave's fingerprint of the bytes before its
+// window's end with this master's. Bytes the master no longer holds cannot
+// be compared and count as a match, as do bytes in a lost range: damage on
+// the master is not divergence, and a slave that copied them before they
+// were damaged holds them intact.
+func (c *masterConn) windowMatches(h *hello) bool {
+	n, end := int64(h.windowLen), h.windowEnd
+	if r, ok := c.m.cl.LostRangeAfter(end - n); ok && r.From < end {
+		c.log.WithFields(logrus.Fields{"windowFrom": end - n, "windowEnd": end, "lostFrom": r.From, "lostTo": r.To}).
+			Warn("HA slave's window overlaps a lost commitlog range here: not compared")
+		return true
+	}
+	res, ok := c.m.cl.GetMessage(end-n, int32(n))
 	if !ok {
 		return true
 	}
@@ -320,7 +355,8 @@ func (c *masterConn) writeLoop(start int64) {
 		if ok {
 			c.pushedMax.Store(cl.MaxOffset())
 			c.pushedAt.Store(time.Now().UnixNano())
-			n, err := c.push(next, res.Bytes)
+			b, announce := c.lostCut(next, res.Bytes)
+			n, err := c.push(next, b, announce)
 			res.Release()
 			if err != nil {
 				c.writeFailed(err)
@@ -370,11 +406,40 @@ func (c *masterConn) writeFailed(err error) {
 	}
 }
 
-// push writes frames for b, the commitlog from next to the end of the
-// written part of next's file, and returns how many bytes of b they carry.
-func (c *masterConn) push(next int64, b []byte) (int, error) {
+// lostCut cuts b, the commitlog from next to the end of the written part of
+// next's file, at the master's lost ranges, so each push carries either
+// intact records or damaged bytes of one range. A slave that sent a hello
+// is told of a range before its first bytes (announce); the bytes go as
+// they are either way, as a RocketMQ master would send them: a RocketMQ
+// slave copies them, and its recovery finds the damage as this master's
+// did. Without damage it costs one atomic load.
+func (c *masterConn) lostCut(next int64, b []byte) ([]byte, *store.LostRange) {
+	r, ok := c.m.cl.LostRangeAfter(next)
+	if !ok || r.From >= next+int64(len(b)) {
+		return b, nil
+	}
+	if r.From > next {
+		return b[:r.From-next], nil
+	}
+	b = b[:min(int64(len(b)), r.To-next)]
+	if !c.hello || next < c.lostTo {
+		return b, nil
+	}
+	c.lostTo = r.To
+	c.log.WithFields(logrus.Fields{"from": next, "to": r.To}).
+		Warn("HA push reaches a lost commitlog range: its damaged bytes are sent as they are, announced")
+	return b, &store.LostRange{From: next, To: r.To}
+}
+
+// push writes frames for b, the commitlog from next on within next's file,
+// after a frame announcing the lost range at next when announce is set,
+// and returns how many bytes of b they carry.
+func (c *masterConn) push(next int64, b []byte, announce *store.LostRange) (int, error) {
 	batch := c.m.cfg.TransferBatchSize
 	c.wv = c.bufs[:0]
+	if announce != nil {
+		c.wv = append(c.wv, appendLost(c.lost[:0], announce.From, announce.To, c.compress))
+	}
 	sent := 0
 	per := snappy.MaxEncodedLen(batch)
 	if c.compress && len(c.comp) < maxFramesPerWrite*per {

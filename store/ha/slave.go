@@ -190,11 +190,22 @@ func (sl *Slave) setState(f func(st *SlaveStatus)) {
 
 // slaveLoop connects to the master and follows it until Shutdown, waiting
 // ReconnectMin after a failed session, doubling up to ReconnectMax while
-// sessions keep failing before they receive anything.
+// sessions keep failing without progress: a session that appended nothing
+// (refused, or failing to apply what it got: a full disk, data it rejects)
+// does not reset the wait, so a persistent failure is retried ever more
+// slowly instead of as a reconnect storm, each of whose sessions would
+// briefly count as a connected slave at the master.
 func (sl *Slave) slaveLoop() {
 	defer sl.wg.Done()
 	backoff := sl.cfg.ReconnectMin
 	for {
+		// Take a change signal before reading the address: a change after
+		// this read signals again. One left over from before would cut the
+		// next wait short.
+		select {
+		case <-sl.changed:
+		default:
+		}
 		addr := sl.MasterAddress()
 		if addr == "" {
 			sl.setState(func(st *SlaveStatus) { *st = SlaveStatus{State: SlaveIdle, Since: time.Now(), MasterMaxOffset: -1} })
@@ -248,7 +259,10 @@ func (sl *Slave) slaveLoop() {
 }
 
 // session runs one connection to addr until it fails. progressed reports
-// whether it got past the handshake.
+// whether it appended the master's bytes or was caught up with its master
+// (a heartbeat frame at its offset): a healthy session, after which the
+// reconnect wait starts over at ReconnectMin. A long idle session that ended
+// with the master's restart must not wait what failures before it built up.
 func (sl *Slave) session(addr string) (progressed bool, err error) {
 	sl.setState(func(st *SlaveStatus) { st.State, st.Since, st.NextRetry = SlaveConnecting, time.Now(), time.Time{} })
 	d := net.Dialer{Timeout: sl.cfg.DialTimeout}
@@ -272,7 +286,7 @@ func (sl *Slave) session(addr string) (progressed bool, err error) {
 		ss.close()
 	}()
 	err = ss.run()
-	return ss.followed, err
+	return ss.progressed, err
 }
 
 func (sl *Slave) newSession(nc net.Conn, addr string) *slaveSession {
@@ -313,10 +327,15 @@ type slaveSession struct {
 	pending []byte
 	// skipTo is the end of the file whose blank end-of-file marker the
 	// store took: the master's filler bytes before it are dropped.
-	skipTo     int64
-	compress   bool
-	raw, comp  []byte
-	followed   bool
+	skipTo int64
+	// lost is the last lost range the master announced: its bytes are
+	// appended as they are (Store.AppendReplicaLost).
+	lost      store.LostRange
+	compress  bool
+	raw, comp []byte
+	// progressed: the store appended bytes of this session, or the master
+	// sent a heartbeat at the slave's offset (see Slave.session).
+	progressed bool
 	lastReport time.Time // owned by the reader
 
 	wmu      sync.Mutex // serialises reports between run and reportLoop
@@ -342,10 +361,10 @@ func (ss *slaveSession) run() error {
 	if ss.sl.cfg.Compress {
 		h.flags |= helloCompress
 	}
-	h.windowLen, h.windowCRC = ss.window(start)
+	h.windowLen, h.windowCRC, h.windowEnd = ss.window(start)
 	// The hello and the offset go out in one write: a RocketMQ master takes
 	// the last 8-byte group of what it reads, which is the offset.
-	if err := ss.send(h.encode(make([]byte, 0, helloIDSize)), start); err != nil {
+	if err := ss.send(h.encode(make([]byte, 0, helloMaxSize)), start); err != nil {
 		return fmt.Errorf("ha: send hello: %w", err)
 	}
 	// Heartbeat reports from now on, also while a first frame streams in.
@@ -356,7 +375,9 @@ func (ss *slaveSession) run() error {
 		return fmt.Errorf("ha: read the master's first frame: %w", err)
 	}
 	off, size := int64(binary.BigEndian.Uint64(hdr)), int(int32(binary.BigEndian.Uint32(hdr[8:])))
-	if off == answerOffset {
+	// Only a master that answered the hello announces lost ranges.
+	answered := off == answerOffset
+	if answered {
 		if err := ss.answer(size, start); err != nil {
 			return err
 		}
@@ -382,30 +403,97 @@ func (ss *slaveSession) run() error {
 			return err
 		}
 		off, size := int64(binary.BigEndian.Uint64(hdr)), int(int32(binary.BigEndian.Uint32(hdr[8:])))
-		if ss.compress {
+		switch {
+		case off == lostOffset && answered:
+			csize := size
+			if ss.compress {
+				csize = int(int32(binary.BigEndian.Uint32(hdr[12:])))
+			}
+			if err := ss.lostFrame(size, csize); err != nil {
+				return err
+			}
+		case ss.compress:
 			if err := ss.compressedFrame(off, size, int(int32(binary.BigEndian.Uint32(hdr[12:])))); err != nil {
 				return err
 			}
-		} else if err := ss.frame(off, size); err != nil {
-			return err
+		default:
+			if err := ss.frame(off, size); err != nil {
+				return err
+			}
 		}
 	}
 }
 
-// window fingerprints the last bytes before offset within its file, for
-// the master to compare with its own (0, 0: nothing to compare).
-func (ss *slaveSession) window(offset int64) (uint32, uint32) {
-	inFile := offset % ss.fileSize
-	n := min(int64(windowMax), inFile, offset-ss.sl.cl.MinOffset())
-	if n <= 0 {
-		return 0, 0
+// window fingerprints the slave's last bytes for the master to compare
+// with its own: windowLen bytes (up to windowMax) ending at windowEnd, and
+// their CRC-32C; windowLen 0: nothing to compare.
+//
+// The window ends at offset, within offset's file. At a file boundary (the
+// marker closing the file before was just appended, or recovery cut the
+// first record of a new file) it ends at the blank marker that closes the
+// file before instead: the filler after the marker is never copied, and
+// without a window there a master that lost its tail and wrote past the
+// boundary, or another master with a larger log, would go unnoticed.
+// Bytes in this store's own lost ranges are left out of it: a slave's
+// damaged copy cannot match its master's.
+func (ss *slaveSession) window(offset int64) (n, crc uint32, end int64) {
+	cl := ss.sl.cl
+	end = offset
+	fileStart := offset - offset%ss.fileSize
+	if offset == fileStart {
+		fileStart = offset - ss.fileSize
+		if fileStart < cl.MinOffset() {
+			return 0, 0, offset // no file before: a new slave's start
+		}
+		end = ss.markerEnd(fileStart)
 	}
-	res, ok := ss.sl.cl.GetMessage(offset-n, int32(n))
+	from := max(end-windowMax, fileStart, cl.MinOffset())
+	for range 64 { // bounded: each lost range moves from past it
+		r, ok := cl.LostRangeAfter(from)
+		if !ok || r.From >= end {
+			break
+		}
+		from = r.To
+	}
+	if from >= end {
+		return 0, 0, offset
+	}
+	res, ok := cl.GetMessage(from, int32(end-from))
 	if !ok {
-		return 0, 0
+		return 0, 0, offset
 	}
 	defer res.Release()
-	return uint32(n), crc32.Checksum(res.Bytes, crcTable)
+	return uint32(end - from), crc32.Checksum(res.Bytes, crcTable), end
+}
+
+// markerEnd returns the end of the blank end-of-file marker that closes the
+// file starting at fileStart, found as the last non-zero bytes of the file:
+// the filler after a marker is never written, so it holds the zeros the
+// file was created with. It is searched in the last MaxRecordSize+8 bytes
+// only, since a file is closed when a record does not fit. Without a
+// marker there (the file ends in a lost range) it returns the file's end.
+func (ss *slaveSession) markerEnd(fileStart int64) int64 {
+	fileEnd := fileStart + ss.fileSize
+	span := min(ss.fileSize, int64(ss.maxRecord)+message.BlankRecordLength)
+	res, ok := ss.sl.cl.GetMessage(fileEnd-span, int32(span))
+	if !ok {
+		return fileEnd
+	}
+	defer res.Release()
+	b := res.Bytes
+	i := len(b)
+	for i >= 8 && binary.LittleEndian.Uint64(b[i-8:]) == 0 {
+		i -= 8
+	}
+	for i > 0 && b[i-1] == 0 {
+		i--
+	}
+	p := i - message.BlankRecordLength
+	if p < 0 || int32(binary.BigEndian.Uint32(b[p+message.PosMagicCode:])) != message.BlankMagicCode ||
+		int64(binary.BigEndian.Uint32(b[p:])) != span-int64(p) {
+		return fileEnd
+	}
+	return fileEnd - span + int64(i)
 }
 
 // answer reads the master's answer to the hello.
@@ -451,7 +539,6 @@ func (ss *slaveSession) answer(size int, start int64) error {
 
 // following marks the session as past its handshake.
 func (ss *slaveSession) following(masterMax int64) {
-	ss.followed = true
 	ss.log.WithFields(logrus.Fields{"offset": ss.expect, "compress": ss.compress}).Info("HA slave following its master")
 	ss.sl.setState(func(st *SlaveStatus) {
 		st.State, st.Since, st.Compressed, st.Diverged, st.LastError = SlaveFollowing, time.Now(), ss.compress, false, ""
@@ -459,6 +546,30 @@ func (ss *slaveSession) following(masterMax int64) {
 			st.MasterMaxOffset = masterMax
 		}
 	})
+}
+
+// lostFrame reads the master's announcement of a lost range: the bytes
+// from the slave's offset to its end are damaged on the master and come
+// next, to be copied as they are.
+func (ss *slaveSession) lostFrame(size, csize int) error {
+	if size != lostSize || csize != lostSize {
+		return fmt.Errorf("%w: lost range announcement of %d (%d) bytes, want %d", ErrProtocol, size, csize, lostSize)
+	}
+	body, err := ss.cr.need(lostSize)
+	if err != nil {
+		return fmt.Errorf("ha: read a lost range announcement: %w", err)
+	}
+	r := store.LostRange{From: int64(binary.BigEndian.Uint64(body)), To: int64(binary.BigEndian.Uint64(body[8:]))}
+	if r.From != ss.expect || r.To <= r.From {
+		return fmt.Errorf("%w: lost range [%d,%d) announced, this slave expects offset %d", ErrProtocol, r.From, r.To, ss.expect)
+	}
+	if len(ss.pending) > 0 {
+		return fmt.Errorf("%w: lost range [%d,%d) announced inside the record at %d", ErrProtocol, r.From, r.To, r.From-int64(len(ss.pending)))
+	}
+	ss.lost = r
+	ss.log.WithFields(logrus.Fields{"from": r.From, "to": r.To, "lostBytes": r.To - r.From}).
+		Warn("HA master's commitlog is damaged here (a lost range): copying the bytes as they are; their records are not served")
+	return nil
 }
 
 // checkFrame validates a frame header against where the slave is.
@@ -483,6 +594,9 @@ func (ss *slaveSession) frame(off int64, size int) error {
 	if err := ss.checkFrame(off, size); err != nil {
 		return err
 	}
+	if size == 0 && len(ss.pending) == 0 {
+		ss.progressed = true // caught up with the master
+	}
 	for left := size; left > 0; {
 		b, err := ss.cr.some(left)
 		if err != nil {
@@ -505,6 +619,9 @@ func (ss *slaveSession) compressedFrame(off int64, size, csize int) error {
 		return fmt.Errorf("%w: compressed frame at %d of %d bytes claims %d uncompressed", ErrProtocol, off, csize, size)
 	}
 	if size == 0 {
+		if len(ss.pending) == 0 {
+			ss.progressed = true // caught up with the master
+		}
 		return ss.applied(off)
 	}
 	if cap(ss.comp) < csize {
@@ -550,14 +667,46 @@ func (ss *slaveSession) applied(end int64) error {
 	return ss.report(cur)
 }
 
-// apply hands the next bytes of the master's commitlog to the store: whole
-// records straight from b, and a record a frame cut through pending.
+// apply hands the next bytes of the master's commitlog to the store: the
+// bytes of an announced lost range as they are, the rest as records.
 func (ss *slaveSession) apply(b []byte) error {
 	at := ss.expect
 	ss.expect += int64(len(b))
 	if len(b) > 0 {
 		ss.fresh = false
 	}
+	for len(b) > 0 {
+		r := ss.lost
+		if at >= r.To || at+int64(len(b)) <= r.From {
+			return ss.applyUnits(at, b)
+		}
+		if at < r.From {
+			k := r.From - at
+			if err := ss.applyUnits(at, b[:k]); err != nil {
+				return err
+			}
+			at, b = at+k, b[k:]
+		}
+		if len(ss.pending) > 0 {
+			return fmt.Errorf("%w: the record at %d runs into the lost range [%d,%d)",
+				store.ErrReplicaData, at-int64(len(ss.pending)), r.From, r.To)
+		}
+		k := min(int64(len(b)), r.To-at)
+		n, err := ss.sl.st.AppendReplicaLost(at, b[:k])
+		if n > 0 {
+			ss.progressed = true
+		}
+		if err != nil {
+			return fmt.Errorf("ha: copy the master's lost range at %d: %w", at, err)
+		}
+		at, b = at+k, b[k:]
+	}
+	return nil
+}
+
+// applyUnits hands records to the store: whole ones straight from b, and
+// one a frame cut through pending.
+func (ss *slaveSession) applyUnits(at int64, b []byte) error {
 	st := ss.sl.st
 	for len(b) > 0 {
 		if len(ss.pending) == 0 {
@@ -569,6 +718,9 @@ func (ss *slaveSession) apply(b []byte) error {
 				continue
 			}
 			n, err := st.AppendReplica(at, b)
+			if n > 0 {
+				ss.progressed = true
+			}
 			if err != nil {
 				return fmt.Errorf("ha: apply the master's data at %d: %w", at+int64(n), err)
 			}
@@ -596,6 +748,9 @@ func (ss *slaveSession) apply(b []byte) error {
 		}
 		from := at - int64(len(ss.pending))
 		n, err := st.AppendReplica(from, ss.pending)
+		if n > 0 {
+			ss.progressed = true
+		}
 		if err != nil {
 			return fmt.Errorf("ha: apply the master's data at %d: %w", from+int64(n), err)
 		}

@@ -24,16 +24,22 @@ const (
 	helloMagic uint32 = 0xFF484131 // "\xffHA1"
 	// helloSize is magic 4, flags 4, windowLen 4, windowCRC 4, offset 8.
 	helloSize = 24
+	// helloEndSize is a hello with helloWindowEnd: windowEnd 8 before the
+	// offset, which stays the last 8-byte group.
+	helloEndSize = 32
 	// helloCompress in the hello's flags asks for compressed frames; in the
 	// answer's flags it grants them.
 	helloCompress uint32 = 1
-	// helloReplicaID in the hello's flags says an 8-byte replica id (the
-	// slave's brokerId in controller mode) follows windowCRC, before the
-	// offset: the hello is then helloIDSize long, and still ends with the
-	// offset a RocketMQ master takes.
-	helloReplicaID uint32 = 2
-	// helloIDSize is a hello with a replica id.
-	helloIDSize = helloSize + 8
+	// helloWindowEnd in the hello's flags says the window ends at windowEnd,
+	// not at the offset: a slave ending at a file boundary fingerprints the
+	// bytes up to the blank marker closing the file before.
+	helloWindowEnd uint32 = 2
+	// helloReplicaID in the hello's flags (controller mode) says an 8-byte
+	// replica id, the slave's brokerId, follows windowCRC (and windowEnd,
+	// when sent), before the offset, which stays the last 8-byte group.
+	helloReplicaID uint32 = 4
+	// helloMaxSize is the longest hello: windowEnd and replica id both.
+	helloMaxSize = helloSize + 16
 
 	// answerOffset is the phyOffset of the master's answer to a hello: a
 	// negative value no data frame can carry (and not helloMagic, which a
@@ -44,6 +50,16 @@ const (
 	// answerSize is the answer's body: status 4, flags 4, masterMax 8,
 	// startOffset 8.
 	answerSize = 24
+
+	// lostOffset is the phyOffset of a frame that announces a lost range
+	// (see store.LostRange) to a slave that sent a hello: the data frames
+	// after it, up to the range's end, carry the master's damaged bytes as
+	// they are. Negative like answerOffset.
+	lostOffset int64 = -0x00B7BEB400000000 // 0xFF48414C00000000: "\xffHAL\0\0\0\0"
+	// lostOffsetBits is lostOffset as written.
+	lostOffsetBits uint64 = 0xFF48414C00000000
+	// lostSize is the announcement's body: from 8, to 8.
+	lostSize = 16
 
 	// maxFrameBody bounds the uncompressed body of a compressed frame (a
 	// slave must hold it whole to decode it) and haTransferBatchSize.
@@ -70,14 +86,6 @@ const (
 	answerNotASlave uint32 = 0xFFFFFFFF
 )
 
-var answerNames = map[uint32]string{
-	answerOK:             "ok",
-	answerSlaveAhead:     "slave ahead of master",
-	answerContentDiffers: "slave data differs from master",
-	answerNoCompression:  "compression off at master",
-	answerBehindMin:      "slave behind master's oldest file",
-}
-
 // crcTable fingerprints the bytes before a slave's offset.
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -86,13 +94,22 @@ type hello struct {
 	flags     uint32
 	windowLen uint32
 	windowCRC uint32
+	// windowEnd is where the window ends: offset, unless flags has
+	// helloWindowEnd.
+	windowEnd int64
 	replicaID int64 // sent when not 0 (helloReplicaID)
 	offset    int64
 }
 
+// encode appends the hello, with windowEnd only when it is not offset and
+// the replica id only when it is not 0 (a RocketMQ master takes the last
+// 8-byte group, the offset, either way).
 func (h *hello) encode(b []byte) []byte {
 	be := binary.BigEndian
-	flags := h.flags
+	flags := h.flags &^ (helloWindowEnd | helloReplicaID)
+	if h.windowEnd != h.offset {
+		flags |= helloWindowEnd
+	}
 	if h.replicaID != 0 {
 		flags |= helloReplicaID
 	}
@@ -100,22 +117,29 @@ func (h *hello) encode(b []byte) []byte {
 	b = be.AppendUint32(b, flags)
 	b = be.AppendUint32(b, h.windowLen)
 	b = be.AppendUint32(b, h.windowCRC)
-	if h.replicaID != 0 {
+	if flags&helloWindowEnd != 0 {
+		b = be.AppendUint64(b, uint64(h.windowEnd))
+	}
+	if flags&helloReplicaID != 0 {
 		b = be.AppendUint64(b, uint64(h.replicaID))
 	}
 	return be.AppendUint64(b, uint64(h.offset))
 }
 
-// helloRest is how many bytes follow the magic and flags of a hello.
+// helloRest returns how many bytes follow a hello's magic and flags.
 func helloRest(flags uint32) int {
-	if flags&helloReplicaID != 0 {
-		return helloIDSize - 8
+	n := helloSize - 8
+	if flags&helloWindowEnd != 0 {
+		n += 8
 	}
-	return helloSize - 8
+	if flags&helloReplicaID != 0 {
+		n += 8
+	}
+	return n
 }
 
-// decodeHello reads the bytes after the magic and flags (first[:8]):
-// helloRest(flags) of them.
+// decodeHello reads a hello from its magic and flags (first[:8]) and the
+// helloRest bytes after them.
 func decodeHello(first, rest []byte) hello {
 	be := binary.BigEndian
 	h := hello{
@@ -124,11 +148,18 @@ func decodeHello(first, rest []byte) hello {
 		windowCRC: be.Uint32(rest[4:]),
 	}
 	rest = rest[8:]
+	if h.flags&helloWindowEnd != 0 {
+		h.windowEnd = int64(be.Uint64(rest))
+		rest = rest[8:]
+	}
 	if h.flags&helloReplicaID != 0 {
 		h.replicaID = int64(be.Uint64(rest))
 		rest = rest[8:]
 	}
 	h.offset = int64(be.Uint64(rest))
+	if h.flags&helloWindowEnd == 0 {
+		h.windowEnd = h.offset
+	}
 	return h
 }
 
@@ -160,6 +191,20 @@ func decodeAnswer(body []byte) answer {
 	}
 }
 
+// appendLost appends a frame announcing the lost range [from, to); in a
+// compressed session its header has the compressed layout, with
+// compressedSize lostSize: the body is never compressed.
+func appendLost(b []byte, from, to int64, compressed bool) []byte {
+	be := binary.BigEndian
+	b = be.AppendUint64(b, lostOffsetBits)
+	b = be.AppendUint32(b, lostSize)
+	if compressed {
+		b = be.AppendUint32(b, lostSize)
+	}
+	b = be.AppendUint64(b, uint64(from))
+	return be.AppendUint64(b, uint64(to))
+}
+
 // putHeader writes a plain frame header.
 func putHeader(b []byte, offset int64, size int) {
 	binary.BigEndian.PutUint64(b, uint64(offset))
@@ -177,8 +222,6 @@ type connReader struct {
 	buf     []byte
 	r, w    int
 	timeout time.Duration
-	// onRead is called after each read that returned bytes (liveness).
-	onRead func()
 }
 
 func newConnReader(c net.Conn, size int, timeout time.Duration) *connReader {
@@ -200,9 +243,6 @@ func (cr *connReader) fill() error {
 	}
 	n, err := cr.c.Read(cr.buf[cr.w:])
 	cr.w += n
-	if n > 0 && cr.onRead != nil {
-		cr.onRead()
-	}
 	if n > 0 {
 		return nil
 	}

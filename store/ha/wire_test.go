@@ -345,14 +345,16 @@ func newFakeMaster(t testing.TB) *fakeMaster {
 	return f
 }
 
-// accept returns the next slave connection and its hello.
+// accept returns the next slave connection and its hello (24 bytes, or 32
+// with a window end).
 func (f *fakeMaster) accept(t testing.TB) (*rawConn, []byte) {
 	t.Helper()
 	select {
 	case c := <-f.conns:
 		t.Cleanup(func() { c.Close() })
 		r := &rawConn{t: t, c: c}
-		return r, r.readFull(helloSize)
+		first := r.readFull(8)
+		return r, append(first, r.readFull(helloRest(binary.BigEndian.Uint32(first[4:])))...)
 	case <-time.After(waitFor):
 		t.Fatal("no slave connected")
 		return nil, nil
@@ -428,4 +430,49 @@ func TestWireSlaveJoinsUnitsCutAnywhere(t *testing.T) {
 	}
 	c.waitReport(end)
 	assertSameCommitLog(t, src, dst)
+}
+
+// A hello carries windowEnd only with flags bit 1, before the offset, which
+// stays the last 8-byte group; a master closes a hello whose window cannot
+// be, without an answer.
+func TestWireHelloWindowEnd(t *testing.T) {
+	h := hello{flags: helloCompress, windowLen: 100, windowCRC: 7, windowEnd: 500, offset: 1 << 20}
+	b := h.encode(nil)
+	require.Len(t, b, helloEndSize)
+	assert.Equal(t, []byte{0xFF, 'H', 'A', '1', 0, 0, 0, 3, 0, 0, 0, 100, 0, 0, 0, 7}, b[:16])
+	assert.Equal(t, int64(500), int64(binary.BigEndian.Uint64(b[16:])))
+	assert.Equal(t, int64(1<<20), int64(binary.BigEndian.Uint64(b[24:])))
+	h.flags |= helloWindowEnd
+	assert.Equal(t, h, decodeHello(b[:8], b[8:]))
+
+	plain := hello{windowLen: 100, windowCRC: 7, windowEnd: 1 << 20, offset: 1 << 20}
+	b = plain.encode(nil)
+	require.Len(t, b, helloSize, "no window end when the window ends at the offset")
+	assert.Zero(t, binary.BigEndian.Uint32(b[4:])&helloWindowEnd)
+	assert.Equal(t, plain, decodeHello(b[:8], b[8:]))
+
+	st := openStore(t, t.TempDir())
+	end := putN(t, st, 0, 900, 2000)
+	fs := int64(st.CommitLog().FileSize())
+	require.Greater(t, end, 2*fs)
+	m := startMaster(t, st, haConfig(), nil)
+	for name, bad := range map[string]hello{
+		"end beyond the offset":          {windowLen: 10, windowEnd: 200, offset: 100},
+		"end before an offset in a file": {windowLen: 10, windowEnd: fs + 50, offset: fs + 100},
+		"end two files back":             {windowLen: 10, windowEnd: fs - 100, offset: 2 * fs},
+		"window across a file":           {windowLen: 200, windowEnd: fs + 100, offset: fs + 100},
+		"window longer than windowMax":   {windowLen: windowMax + 1, windowEnd: fs + windowMax + 1, offset: fs + windowMax + 1},
+		"window reaching before the log": {windowLen: 10, windowEnd: 5, offset: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := dialRaw(t, m.Addr().String())
+			s.write(bad.encode(nil))
+			require.NoError(t, s.c.SetReadDeadline(time.Now().Add(waitFor)))
+			got, err := io.ReadAll(s.c)
+			if err != nil {
+				require.ErrorIs(t, err, syscall.ECONNRESET)
+			}
+			assert.Empty(t, got, "no answer")
+		})
+	}
 }

@@ -534,7 +534,7 @@ func (b *Broker) becomeSlave(info replicaInfo) {
 	}
 	c.epoch, c.masterID, c.masterAddr, c.masterHa = info.MasterEpoch, info.MasterBrokerID, info.MasterAddress, info.MasterHaAddress
 	b.setRole(roleSlave)
-	if err := b.cutToMaster(info.MasterAddress, log); err != nil {
+	if err := b.cutToMaster(info.MasterAddress, info.MasterEpoch, log); err != nil {
 		log.WithError(err).Warn("cannot follow the new master yet; retrying with the next heartbeat")
 		return
 	}
@@ -556,8 +556,11 @@ func (b *Broker) becomeSlave(info replicaInfo) {
 }
 
 // cutToMaster asks the master for its epoch history and cuts this
-// commitlog where the two part, then takes the master's history.
-func (b *Broker) cutToMaster(master string, log logrus.FieldLogger) error {
+// commitlog where the two part, then takes the master's history. The
+// master must have begun epoch (a slave may hear of an election before
+// the new master acted on it): a history without it would be kept here
+// for good, and a later cut would be computed from it.
+func (b *Broker) cutToMaster(master string, epoch int32, log logrus.FieldLogger) error {
 	ctx, cancel := context.WithTimeout(b.stopCtx, b.controllerTimeout()+slaveSyncTimeout)
 	defer cancel()
 	resp, err := b.nsClient.InvokeSync(ctx, master, remoting.NewRequest(remoting.GetBrokerEpochCache, nil, nil))
@@ -570,6 +573,9 @@ func (b *Broker) cutToMaster(master string, log logrus.FieldLogger) error {
 	var mc protocol.EpochEntryCache
 	if err := json.Unmarshal(resp.Body, &mc); err != nil {
 		return fmt.Errorf("epochs of %s: %w", master, err)
+	}
+	if n := len(mc.EpochList); n == 0 || mc.EpochList[n-1].Epoch < epoch {
+		return fmt.Errorf("%w: %s has not begun epoch %d yet (its epochs: %v)", errMasterNotReady, master, epoch, mc.EpochList)
 	}
 	masterEpochs := make([]store.EpochEntry, len(mc.EpochList))
 	for i, e := range mc.EpochList {
@@ -750,6 +756,11 @@ func (b *Broker) notWritable() string {
 // errNotController is returned by controller-mode helpers on a broker
 // outside controller mode.
 var errNotController = errors.New("broker: not in controller mode (enableControllerMode=false)")
+
+// errMasterNotReady is a slave asking a new master for its epochs before
+// that master began the epoch it was elected at; the slave asks again at
+// its next heartbeat.
+var errMasterNotReady = errors.New("broker: the new master is not ready")
 
 // ControllerRole reports a controller-mode broker's role ("MASTER",
 // "SLAVE", "NONE", "UNKNOWN") and master epoch; tests and tools read it.

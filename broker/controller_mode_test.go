@@ -38,14 +38,19 @@ func freePort(t *testing.T) int {
 
 // testController is a controller group of one on its own remoting server.
 type testController struct {
-	t    *testing.T
-	dir  string
-	port int // remoting port, kept across restarts
-	h    *controller.Hosted
+	t       *testing.T
+	dir     string
+	port    int  // remoting port, kept across restarts
+	unclean bool // enableElectUncleanMaster
+	h       *controller.Hosted
 }
 
-func startTestController(t *testing.T) *testController {
-	tc := &testController{t: t, dir: t.TempDir(), port: freePort(t)}
+func startTestController(t *testing.T) *testController { return startTestControllerWith(t, false) }
+
+// startTestControllerWith starts a controller that elects a replica
+// outside the in-sync set when none inside lives if unclean is set.
+func startTestControllerWith(t *testing.T, unclean bool) *testController {
+	tc := &testController{t: t, dir: t.TempDir(), port: freePort(t), unclean: unclean}
 	tc.start()
 	t.Cleanup(tc.stop)
 	return tc
@@ -58,6 +63,7 @@ func (tc *testController) start() {
 	ctl, err := controller.New(controller.Config{
 		Group: "g", Peers: []controller.Peer{{ID: "n0", Addr: "127.0.0.1:0"}}, SelfID: "n0",
 		StorePath: tc.dir, ScanInterval: 50 * time.Millisecond, NotifyBrokerRoleChanged: true,
+		EnableElectUncleanMaster: tc.unclean,
 	}, baLogger())
 	require.NoError(t, err)
 	srv := remoting.NewServer(remoting.ServerConfig{Addr: tc.addr(), Logger: baLogger(), NumEventLoops: 1})
@@ -297,4 +303,118 @@ func TestControllerModeLeaseFencesMaster(t *testing.T) {
 	assert.Equal(t, int32(1), epoch)
 	resp = haSend(t, cl, b.Addr(), "LEASE", "after")
 	assert.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+}
+
+// TestControllerModeNoInSyncReplica: two replicas of broker-a. The slave's
+// replication is cut (pointed at a closed port): it leaves the in-sync set
+// and the master takes sends alone (SUCCESS with the set {master}). The
+// master stops, leaving only the out-of-sync slave alive.
+//   - clean: the group stays without a master; the slave is never elected
+//     and refuses sends. The master comes back, is elected again (it is in
+//     the set), and the slave follows it and gets every message.
+//   - enableElectUncleanMaster: the slave is elected and takes sends; the
+//     old master comes back as its slave and its tail (what only it held)
+//     is cut.
+func TestControllerModeNoInSyncReplica(t *testing.T) {
+	baVerifyNoLeaks(t)
+	for _, unclean := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unclean=%v", unclean), func(t *testing.T) {
+			ns := mustStartNameServer(t)
+			ctl := startTestControllerWith(t, unclean)
+			cl := baClient(t)
+			cfgs := []*conf.BrokerConfig{ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 1), ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 2)}
+			bs := []*Broker{startCtlBroker(t, cfgs[0])}
+			waitMaster(t, bs[0]) // replica 1 is the first master
+			bs = append(bs, startCtlBroker(t, cfgs[1]))
+			running := map[*Broker]bool{bs[0]: true, bs[1]: true}
+			t.Cleanup(func() {
+				for b, up := range running {
+					if up {
+						mustShutdownBroker(t, b)
+					}
+				}
+			})
+			m, s := bs[0], bs[1]
+			require.Equal(t, m, waitMaster(t, bs...))
+			require.Equal(t, remoting.Success, baInvoke(t, cl, m.Addr(), createTopicReq("NOSYNC", 1, 1, 6)).ResponseCode())
+			require.Eventually(t, func() bool { return len(syncStateSet(t, cl, ctl.addr(), "broker-a").InSyncReplicas) == 2 },
+				ctlWait, 10*time.Millisecond, "both replicas in sync")
+			for i := range 5 {
+				resp := haSend(t, cl, m.Addr(), "NOSYNC", fmt.Sprintf("both-%d", i))
+				require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+			}
+
+			// Cut the slave's replication: it leaves the set, the master
+			// goes on alone.
+			s.ha.slave.Load().SetMasterAddress("127.0.0.1:" + strconv.Itoa(freePort(t)))
+			require.Eventually(t, func() bool {
+				ri := syncStateSet(t, cl, ctl.addr(), "broker-a")
+				return assert.ObjectsAreEqual([]int64{1}, inSyncIDs(ri))
+			}, ctlWait, 10*time.Millisecond, "the cut slave leaves the in-sync set")
+			// The master adopts the smaller set after the controller wrote it.
+			require.Eventually(t, func() bool {
+				return haSend(t, cl, m.Addr(), "NOSYNC", "alone").ResponseCode() == remoting.Success
+			}, ctlWait, 10*time.Millisecond, "the master alone in sync takes sends")
+			for i := range 5 {
+				resp := haSend(t, cl, m.Addr(), "NOSYNC", fmt.Sprintf("alone-%d", i))
+				require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+			}
+			masterEnd := m.Store().CommitLog().MaxOffset()
+			require.Less(t, s.Store().CommitLog().MaxOffset(), masterEnd, "the cut slave lacks what the master took alone")
+
+			mustShutdownBroker(t, m)
+			running[m] = false
+			if !unclean {
+				require.Eventually(t, func() bool {
+					return syncStateSet(t, cl, ctl.addr(), "broker-a").MasterBrokerID == protocol.NoMaster
+				}, ctlWait, 10*time.Millisecond, "no live in-sync replica: the group has no master")
+				assert.NotEqual(t, "MASTER", role(s), "an out-of-sync replica was elected")
+				resp := haSend(t, cl, s.Addr(), "NOSYNC", "to the out-of-sync slave")
+				assert.Equal(t, remoting.ServiceNotAvailable, resp.ResponseCode(), "a replica of a masterless group took a send")
+
+				back := startCtlBroker(t, cfgs[0])
+				running[back] = true
+				require.Equal(t, back, waitMaster(t, back, s), "the in-sync replica is elected again when it returns")
+				require.Eventually(t, func() bool { return s.Store().CommitLog().MaxOffset() == masterEnd }, ctlWait, 5*time.Millisecond,
+					"the slave follows the returned master and copies what it lacked")
+				return
+			}
+			require.Equal(t, s, waitMaster(t, s), "enableElectUncleanMaster elects the out-of-sync replica")
+			resp := haSend(t, cl, s.Addr(), "NOSYNC", "after the unclean election")
+			require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+			newEnd := s.Store().CommitLog().MaxOffset()
+			back := startCtlBroker(t, cfgs[0])
+			running[back] = true
+			require.Eventually(t, func() bool {
+				return role(back) == "SLAVE" && back.Store().CommitLog().MaxOffset() == s.Store().CommitLog().MaxOffset()
+			}, ctlWait, 5*time.Millisecond, "the old master follows the unclean master, its tail cut")
+			assert.Equal(t, newEnd, back.Store().CommitLog().MaxOffset())
+		})
+	}
+}
+
+// TestControllerModeSlaveWaitsForMasterEpoch: a slave that hears of an
+// election before the new master began its epoch does not take the
+// master's older history (it would keep it for good, and compute later
+// cuts from it): it refuses and asks again at its next heartbeat.
+func TestControllerModeSlaveWaitsForMasterEpoch(t *testing.T) {
+	baVerifyNoLeaks(t)
+	ns := mustStartNameServer(t)
+	ctl := startTestController(t)
+	m := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 1))
+	t.Cleanup(func() { mustShutdownBroker(t, m) })
+	waitMaster(t, m)
+	s := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 2))
+	t.Cleanup(func() { mustShutdownBroker(t, s) })
+	require.Equal(t, m, waitMaster(t, m, s))
+	_, epoch, err := m.ControllerRole()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(s.Store().Epochs().Entries()) > 0 }, ctlWait, 5*time.Millisecond,
+		"the slave took the master's epochs")
+	before := s.Store().Epochs().Entries()
+
+	err = s.cutToMaster(m.Addr(), epoch+1, baLogger())
+	require.ErrorIs(t, err, errMasterNotReady)
+	assert.Equal(t, before, s.Store().Epochs().Entries(), "the slave's epochs changed")
+	assert.NoError(t, s.cutToMaster(m.Addr(), epoch, baLogger()), "the master's current epoch is taken")
 }

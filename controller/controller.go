@@ -595,6 +595,10 @@ func (c *Controller) elect(g *Group, newMaster int64, log logrus.FieldLogger) (*
 	}
 	log.WithFields(logrus.Fields{"master": ng.MasterID, "newMasterEpoch": ng.MasterEpoch}).Info("master elected")
 	c.notifyGroup(ng)
+	// scanLoop's timer follows the masters' heartbeat deadlines; an
+	// election outside it (a registration, electMaster) must reset it, or
+	// the new master's death waits for the next ScanInterval.
+	c.kickScan()
 	return ng, nil
 }
 

@@ -459,3 +459,22 @@ func TestControllerRestartKeepsState(t *testing.T) {
 	assert.Error(t, c2.Start("127.0.0.1:1"), "the log is locked by the running controller")
 	require.NoError(t, c2.Shutdown(context.Background()))
 }
+
+// TestControllerFailoverFollowsHeartbeatDeadline: with a scan interval of
+// an hour, a master elected at registration (outside the scan) is still
+// replaced once its heartbeat timeout runs out, not at the next scan.
+func TestControllerFailoverFollowsHeartbeatDeadline(t *testing.T) {
+	tg := startGroup(t, 1, func(c *Config) { c.ScanInterval = time.Hour })
+	c := tg.leader()
+	// Let the leader's first scan run on an empty state: its timer is then
+	// an hour away, as a controller that led before any broker registered.
+	require.Eventually(t, func() bool { return len(c.fsm.groups()) == 0 && c.IsLeader() }, wait, 10*time.Millisecond)
+	require.Equal(t, int64(1), registerBroker(t, c, "b", 1).MasterBrokerID)
+	registerBroker(t, c, "b", 2)
+	h1 := tg.heartbeat("b", 1, 1000)
+	tg.heartbeat("b", 2, 1000)
+	require.Equal(t, remoting.Success, alterSyncStateSet(c, "b", 1, 1, 1, 1, 2).ResponseCode())
+	h1.halt()
+	require.Eventually(t, func() bool { return syncStateData(t, c, "b").MasterBrokerID == 2 }, wait, 10*time.Millisecond,
+		"the dead master is replaced at its heartbeat deadline")
+}

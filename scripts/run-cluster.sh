@@ -111,7 +111,8 @@ run_controller_layout() {
     bin/mqadmin getSyncStateSet -a 127.0.0.1:9876 -b broker-a
     bin/mqadmin getBrokerEpoch -n 127.0.0.1:9876 -b broker-a
     bin/mqadmin electMaster -a 127.0.0.1:9876 -bn broker-a -b 2
-  kill -9 a master: an in-sync replica takes over within a few seconds.
+  kill -9 a master: an in-sync replica takes over within a few seconds; this
+  script goes on and prints how to start the killed broker again.
   Ctrl-C stops everything.
 
 MSG
@@ -167,8 +168,37 @@ else
 	run_master_slave_layout
 fi
 
-# Any server stopping on its own ends the run.
 set +e
+if [[ $LAYOUT == controller ]]; then
+	# Servers are meant to die here (kill -9 a master to see the failover):
+	# say which one and how to start it again, and go on until Ctrl-C or
+	# until none is left.
+	waiting=("${pids[@]}")
+	while ((${#waiting[@]} > 0)); do
+		done_pid=
+		wait -n -p done_pid "${waiting[@]}"
+		rc=$?
+		[[ -n $done_pid ]] || continue
+		rest=()
+		for p in "${waiting[@]}"; do
+			[[ $p == "$done_pid" ]] || rest+=("$p")
+		done
+		waiting=("${rest[@]}")
+		for i in "${!pids[@]}"; do
+			if [[ ${pids[$i]} == "$done_pid" ]]; then
+				n=${names[$i]}
+				echo "run-cluster.sh: $n exited (status $rc); the others go on. Start it again with:" >&2
+				if [[ $n == namesrv-* ]]; then
+					echo "    $BIN/mqnamesrv -c $DATA/$n.conf" >&2
+				else
+					echo "    $BIN/mqbroker -c $DATA/$n.conf -n '127.0.0.1:9876;127.0.0.1:9886;127.0.0.1:9896'" >&2
+				fi
+			fi
+		done
+	done
+	exit 0
+fi
+# Any server stopping on its own ends the run.
 wait -n "${pids[@]}"
 rc=$?
 echo "run-cluster.sh: a server exited (status $rc); stopping the others" >&2

@@ -27,38 +27,59 @@ type benchAck struct {
 }
 
 // benchSends is the stream's record: SEND_OKs by message id, and the ids of
-// sends whose outcome is unknown (a transport error or another code).
+// sends whose outcome is unknown (a transport error or another code). The
+// counters spare the waits a scan of every SEND_OK.
 type benchSends struct {
-	mu     sync.Mutex
-	acked  map[string]benchAck
-	failed map[string]bool
+	mu      sync.Mutex
+	acked   map[string]benchAck
+	failed  map[string]bool
+	perAddr map[string]int // SEND_OKs by broker address
+	// After watch(after, not): the first SEND_OK at or after after from a
+	// broker other than not.
+	watchAfter time.Time
+	watchNot   string
+	first      benchAck
 }
 
-// firstAckAfter is the first SEND_OK at or after t from a broker other
-// than not, with its broker (zero when none yet).
-func (s *benchSends) firstAckAfter(t time.Time, not string) benchAck {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var first benchAck
-	for _, a := range s.acked {
-		if a.addr != not && !a.at.Before(t) && (first.at.IsZero() || a.at.Before(first.at)) {
-			first = a
-		}
-	}
-	return first
+func newBenchSends() *benchSends {
+	return &benchSends{acked: map[string]benchAck{}, failed: map[string]bool{}, perAddr: map[string]int{}}
 }
 
-// ackedOnSince counts the SEND_OKs from addr at or after t.
-func (s *benchSends) ackedOnSince(addr string, t time.Time) int {
+// record notes one send's outcome.
+func (s *benchSends) record(id string, ok bool, addr string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for _, a := range s.acked {
-		if a.addr == addr && !a.at.Before(t) {
-			n++
-		}
+	if !ok {
+		s.failed[id] = true
+		return
 	}
-	return n
+	s.acked[id] = benchAck{addr: addr, at: at}
+	s.perAddr[addr]++
+	if !s.watchAfter.IsZero() && s.first.at.IsZero() && addr != s.watchNot && !at.Before(s.watchAfter) {
+		s.first = benchAck{addr: addr, at: at}
+	}
+}
+
+// watch starts looking for the first SEND_OK at or after t from a broker
+// other than not.
+func (s *benchSends) watch(t time.Time, not string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchAfter, s.watchNot, s.first = t, not, benchAck{}
+}
+
+// firstSeen is what watch looks for (zero when none yet).
+func (s *benchSends) firstSeen() benchAck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first
+}
+
+// ackedOn is the number of SEND_OKs from addr so far.
+func (s *benchSends) ackedOn(addr string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perAddr[addr]
 }
 
 // streamLoop sends one message after another to queue of topic at the
@@ -89,13 +110,7 @@ func (cc *ctlCluster) streamLoop(s *benchSends, topic string, queue int32, prefi
 			_, code, _, err := v.sendCode(topic, queue, id, crashBody(id), nil)
 			ok = err == nil && code == remoting.Success
 		}
-		s.mu.Lock()
-		if ok {
-			s.acked[id] = benchAck{addr: addr, at: time.Now()}
-		} else {
-			s.failed[id] = true
-		}
-		s.mu.Unlock()
+		s.record(id, ok, addr, time.Now())
 		if !ok {
 			addr = ""
 			select {
@@ -131,7 +146,7 @@ func TestControllerFailoverBench(t *testing.T) {
 	const queues = 4
 	cc.createTopicOn("broker-a", topic, queues, m)
 
-	s := &benchSends{acked: map[string]benchAck{}, failed: map[string]bool{}}
+	s := newBenchSends()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for q := range int32(queues) {
@@ -155,13 +170,16 @@ func TestControllerFailoverBench(t *testing.T) {
 	var lines []string
 	for k := 1; k <= kills; k++ {
 		m, epoch := cc.waitMaster("broker-a", "", 3)
-		since := time.Now()
-		require.Eventually(t, func() bool { return s.ackedOnSince(m.BrokerAddr, since) >= 50 }, ctlWait, 5*time.Millisecond,
-			"kill %d: the master %s acknowledged only %d sends", k, m.BrokerAddr, s.ackedOnSince(m.BrokerAddr, since))
-		m.killBroker()
+		base := s.ackedOn(m.BrokerAddr)
+		require.Eventually(t, func() bool { return s.ackedOn(m.BrokerAddr) >= base+50 }, ctlWait, 5*time.Millisecond,
+			"kill %d: the master %s acknowledged only %d sends", k, m.BrokerAddr, s.ackedOn(m.BrokerAddr)-base)
+		// The clock starts as the kill is sent: killBroker returns once the
+		// process is reaped, a little later.
 		killedAt := time.Now()
+		s.watch(killedAt, m.BrokerAddr)
+		m.killBroker()
 		var first benchAck
-		require.Eventually(t, func() bool { first = s.firstAckAfter(killedAt, m.BrokerAddr); return !first.at.IsZero() },
+		require.Eventually(t, func() bool { first = s.firstSeen(); return !first.at.IsZero() },
 			ctlWait, 5*time.Millisecond, "kill %d: no SEND_OK on a new master", k)
 		d := first.at.Sub(killedAt)
 		took = append(took, d)

@@ -39,9 +39,9 @@ type ctlCluster struct {
 	replicas map[string][]*binCluster
 }
 
-// startCtlCluster starts controllers nameservers, each with a member of
-// one controller group, and waits until the group has a leader.
-func startCtlCluster(t *testing.T, controllers int) *ctlCluster {
+// startCtlCluster starts n nameservers, each running a member of one
+// controller group, and waits until the group has a leader.
+func startCtlCluster(t *testing.T, n int) *ctlCluster {
 	t.Helper()
 	nsBin, _ := builtBinaries(t)
 	dir := t.TempDir()
@@ -52,7 +52,7 @@ func startCtlCluster(t *testing.T, controllers int) *ctlCluster {
 	t.Cleanup(func() { _ = raw.Close() })
 	cc := &ctlCluster{t: t, dir: dir, replicas: map[string][]*binCluster{}}
 	// Each nameserver listens on p and its controller's Raft on p+1.
-	ports := make([]int, controllers)
+	ports := make([]int, n)
 	var peers []string
 	for i := range ports {
 		ports[i] = freePortPair(t)

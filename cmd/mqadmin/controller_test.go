@@ -53,7 +53,7 @@ func MustStartControllerNamesrv(t *testing.T) string {
 }
 
 // MustStartCtlBroker starts replica id of broker-a in controller mode,
-// heartbeating every 100 ms and dead after 600 ms.
+// heartbeating every 100 ms and dead after 1 s.
 func MustStartCtlBroker(t *testing.T, ns string, id int64) *broker.Broker {
 	t.Helper()
 	cfg := conf.DefaultBrokerConfig()
@@ -72,7 +72,7 @@ func MustStartCtlBroker(t *testing.T, ns string, id int64) *broker.Broker {
 	cfg.BrokerID = id
 	cfg.BrokerRole = conf.RoleSyncMaster
 	cfg.BrokerHeartbeatInterval = 100
-	cfg.BrokerNotActiveTimeoutMillis = 600
+	cfg.BrokerNotActiveTimeoutMillis = 1000
 	cfg.HaSendHeartbeatInterval = 100
 	b, err := broker.New(&cfg, testLogger())
 	require.NoError(t, err)
@@ -133,7 +133,9 @@ func TestControllerCommands(t *testing.T) {
 		master = field(out, "MasterBrokerId")
 		return field(out, "SyncStateSetNums") == "2" && (master == "1" || master == "2")
 	}, ctlWait, 20*time.Millisecond, "a master and both replicas in sync")
-	assert.Equal(t, "1", field(out, "MasterEpoch"))
+	// 1, unless a loaded machine let the empty group flap before.
+	epoch, err := strconv.Atoi(field(out, "MasterEpoch"))
+	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(out, "InSyncReplica:\tReplicaIdentity{brokerName='broker-a'"))
 	assert.Contains(t, out, "alive=true")
 	other := map[string]string{"1": "2", "2": "1"}[master]
@@ -147,15 +149,15 @@ func TestControllerCommands(t *testing.T) {
 	assert.Contains(t, out, "#NotRegistered")
 
 	require.Eventually(t, func() bool {
-		return strings.Count(run("getBrokerEpoch", "-b", "broker-a", "-n", ns), "EpochEntry{epoch=1, startOffset=0") == 2
-	}, ctlWait, 20*time.Millisecond, "both replicas at the nameserver, each at epoch 1")
+		return strings.Count(run("getBrokerEpoch", "-b", "broker-a", "-n", ns), fmt.Sprintf("EpochEntry{epoch=%d, startOffset=0", epoch)) == 2
+	}, ctlWait, 20*time.Millisecond, "both replicas at the nameserver, each at epoch %d", epoch)
 	out = run("getBrokerEpoch", "-b", masterB.Addr())
 	assert.Equal(t, "broker-a", field(out, "brokerName"))
 	assert.Equal(t, master, field(out, "brokerId"))
 
 	out = run("electMaster", "-a", ns, "-bn", "broker-a", "-b", other, "-c", "DefaultCluster")
 	assert.Equal(t, other, field(out, "MasterBrokerId"))
-	assert.Equal(t, "2", field(out, "MasterEpoch"))
+	assert.Equal(t, strconv.Itoa(epoch+1), field(out, "MasterEpoch"))
 	r := mqadmin(t, nil, "electMaster", "-a", ns, "-bn", "broker-a", "-b", "9")
 	assert.NotEqual(t, 0, r.code, "an unknown replica is never elected: %s", r.out)
 	r = mqadmin(t, nil, "electMaster", "-a", ns, "-bn", "broker-a", "-b", "0")
@@ -164,8 +166,8 @@ func TestControllerCommands(t *testing.T) {
 	otherB := map[string]*broker.Broker{"1": b1, "2": b2}[other]
 	require.Eventually(t, func() bool {
 		e := run("getBrokerEpoch", "-b", otherB.Addr())
-		return strings.Contains(e, "EpochEntry{epoch=2,")
-	}, ctlWait, 20*time.Millisecond, "the new master starts epoch 2")
+		return strings.Contains(e, fmt.Sprintf("EpochEntry{epoch=%d,", epoch+1))
+	}, ctlWait, 20*time.Millisecond, "the new master starts epoch %d", epoch+1)
 
 	// The old master (now a slave) stops: it leaves the in-sync set. Then
 	// the master stops: no in-sync replica lives, the group has no master.
@@ -183,7 +185,7 @@ func TestControllerCommands(t *testing.T) {
 	}, ctlWait, 20*time.Millisecond, "no live in-sync replica: no master")
 	assert.Contains(t, out, "#NoMaster\t")
 	assert.Contains(t, out, "enableElectUncleanMaster")
-	epoch, err := strconv.Atoi(field(out, "MasterEpoch"))
+	last, err := strconv.Atoi(field(out, "MasterEpoch"))
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, epoch, 2, fmt.Sprintf("epochs never go back: %s", out))
+	assert.GreaterOrEqual(t, last, epoch+1, "epochs never go back: %s", out)
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,4 +422,54 @@ func TestControllerModeSlaveWaitsForMasterEpoch(t *testing.T) {
 	require.ErrorIs(t, err, errMasterNotReady)
 	assert.Equal(t, before, s.Store().Epochs().Entries(), "the slave's epochs changed")
 	assert.NoError(t, s.cutToMaster(m.Addr(), epoch, baLogger()), "the master's current epoch is taken")
+}
+
+// TestControllerModePromotionWhileServed: a slave becomes master (its
+// delay, timer and transaction services start) while GET_ALL_DELAY_OFFSET,
+// which the other replicas' slave sync sends, is being answered: under
+// -race this finds unguarded writes of the services' start.
+func TestControllerModePromotionWhileServed(t *testing.T) {
+	baVerifyNoLeaks(t)
+	ns := mustStartNameServer(t)
+	ctl := startTestController(t)
+	cl := baClient(t)
+	m := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 1))
+	waitMaster(t, m)
+	s := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 2))
+	t.Cleanup(func() { mustShutdownBroker(t, s) })
+	require.Equal(t, m, waitMaster(t, m, s))
+	require.Eventually(t, func() bool { return len(syncStateSet(t, cl, ctl.addr(), "broker-a").InSyncReplicas) == 2 },
+		ctlWait, 10*time.Millisecond, "both replicas in sync")
+
+	stop := make(chan struct{})
+	done := make(chan int, 1)
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }) }
+	t.Cleanup(halt)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for i := 0; i < 100000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := cl.InvokeSync(ctx, s.Addr(), remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
+			cancel()
+			if err == nil && resp.ResponseCode() == remoting.Success {
+				n++
+			}
+		}
+	}()
+	mustShutdownBroker(t, m)
+	require.Equal(t, s, waitMaster(t, s), "the slave takes over")
+	halt()
+	assert.Positive(t, <-done, "no GET_ALL_DELAY_OFFSET answered")
+	resp := baInvoke(t, cl, s.Addr(), remoting.NewRequest(remoting.GetAllDelayOffset, nil, nil))
+	require.Equal(t, remoting.Success, resp.ResponseCode())
+	var tbl delayOffsetTable
+	require.NoError(t, json.Unmarshal(resp.Body, &tbl))
+	assert.NotEmpty(t, tbl.OffsetTable, "the new master's schedule service loaded its offsets")
 }

@@ -211,6 +211,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 // routed get REQUEST_CODE_NOT_SUPPORTED from the server.
 func (b *Broker) registerProcessors() {
 	b.registerSendProcessors()
+	b.registerReplyProcessors()
 	b.registerAdminProcessors()
 	registerConsumeProcessors(b)
 	b.registerSendBackProcessor()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // Client housekeeping defaults (RocketMQ's ClientHousekeepingService).
@@ -40,11 +39,11 @@ type ClientChannelInfo struct {
 	LastUpdate time.Time
 }
 
-// subscriptionEntry is a registered subscription with its parsed filter, so
-// pulls do not parse the expression again.
+// subscriptionEntry is a registered subscription with its compiled
+// expression, so pulls do not parse it again.
 type subscriptionEntry struct {
-	data   protocol.SubscriptionData
-	filter *store.TagFilter
+	data     protocol.SubscriptionData
+	compiled *compiledSubscription
 }
 
 // ConsumerGroupInfo is one consumer group's live members and subscriptions.
@@ -78,6 +77,9 @@ type GroupSnapshot struct {
 type ConsumerManager struct {
 	now    func() time.Time
 	notify func(group string, conns []ClientConn)
+	// compile turns a subscription's expression into its filter when the
+	// subscription is new or newer: once, never per pull or message.
+	compile func(typ, expr string) *compiledSubscription
 
 	mu     sync.RWMutex // guards groups, firstSeen and everything inside them
 	groups map[string]*ConsumerGroupInfo
@@ -95,7 +97,8 @@ func NewConsumerManager(now func() time.Time, notify func(group string, conns []
 	if notify == nil {
 		notify = func(string, []ClientConn) {}
 	}
-	return &ConsumerManager{now: now, notify: notify, groups: make(map[string]*ConsumerGroupInfo), firstSeen: make(map[string]int64)}
+	return &ConsumerManager{now: now, notify: notify, compile: compileSubscription,
+		groups: make(map[string]*ConsumerGroupInfo), firstSeen: make(map[string]int64)}
 }
 
 // ConsumerRegistration is one consumer group entry of a heartbeat.
@@ -139,7 +142,7 @@ func (m *ConsumerManager) Register(r ConsumerRegistration) bool {
 		seen[sd.Topic] = true
 		old := g.subs[sd.Topic]
 		if old == nil || sd.SubVersion > old.data.SubVersion {
-			g.subs[sd.Topic] = &subscriptionEntry{data: sd, filter: store.NewTagFilter(sd.SubString)}
+			g.subs[sd.Topic] = &subscriptionEntry{data: sd, compiled: m.compile(sd.ExpressionType, sd.SubString)}
 			if old == nil {
 				changed = true
 			}
@@ -266,8 +269,8 @@ func (g *ConsumerGroupInfo) connsLocked() []ClientConn {
 }
 
 // Subscription returns the group's registered subscription of topic and its
-// filter. groupOnline reports whether the group has any member.
-func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.SubscriptionData, filter *store.TagFilter, found, groupOnline bool) {
+// compiled expression. groupOnline reports whether the group has any member.
+func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.SubscriptionData, compiled *compiledSubscription, found, groupOnline bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	g := m.groups[group]
@@ -278,7 +281,7 @@ func (m *ConsumerManager) Subscription(group, topic string) (sd protocol.Subscri
 	if e == nil {
 		return protocol.SubscriptionData{}, nil, false, true
 	}
-	return e.data, e.filter, true, true
+	return e.data, e.compiled, true, true
 }
 
 // GroupMode returns the group's message model and start point, and whether
@@ -354,12 +357,16 @@ func (m *ConsumerManager) Groups() []string {
 }
 
 // ProducerManager tracks the connections of each producer group (RocketMQ's
-// ProducerManager); transaction checks pick a live one.
+// ProducerManager); transaction checks pick a live one, and replies find
+// their requester by client id (FindConn).
 type ProducerManager struct {
 	now func() time.Time
 
-	mu     sync.RWMutex // guards groups and the channels inside
+	mu     sync.RWMutex // guards groups, the channels inside and byClient
 	groups map[string]map[uint64]*ClientChannelInfo
+	// byClient is the latest connection each client id heartbeated on
+	// (RocketMQ's clientChannelTable), for pushing replies.
+	byClient map[string]ClientConn
 }
 
 // NewProducerManager returns an empty manager.
@@ -367,7 +374,53 @@ func NewProducerManager(now func() time.Time) *ProducerManager {
 	if now == nil {
 		now = time.Now
 	}
-	return &ProducerManager{now: now, groups: make(map[string]map[uint64]*ClientChannelInfo)}
+	return &ProducerManager{now: now, groups: make(map[string]map[uint64]*ClientChannelInfo), byClient: make(map[string]ClientConn)}
+}
+
+// FindConn returns the connection of the client with id clientID, or nil
+// when no producer of that client is registered here.
+func (m *ProducerManager) FindConn(clientID string) ClientConn {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.byClient[clientID]
+}
+
+// NoteRequester records conn as the way to client clientID unless a live
+// connection of it is known: a requester's request message names it
+// (REPLY_TO_CLIENT), so its reply can be pushed before its first heartbeat
+// reaches this broker (the official Go client heartbeats only on its 30 s
+// tick). A heartbeat replaces the entry; closing conn removes it.
+func (m *ProducerManager) NoteRequester(clientID string, conn ClientConn) {
+	m.mu.RLock()
+	old := m.byClient[clientID]
+	m.mu.RUnlock()
+	if old != nil && old.ID() == conn.ID() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.byClient[clientID]; old == nil || !m.stillRegisteredLocked(old.ID()) {
+		m.byClient[clientID] = conn
+	}
+}
+
+// forgetClientLocked drops clientID's entry in byClient if it is the
+// connection connID. Lock should be held.
+func (m *ProducerManager) forgetClientLocked(clientID string, connID uint64) {
+	if c := m.byClient[clientID]; c != nil && c.ID() == connID {
+		delete(m.byClient, clientID)
+	}
+}
+
+// stillRegisteredLocked reports whether connection connID is in any group.
+// Lock should be held.
+func (m *ProducerManager) stillRegisteredLocked(connID uint64) bool {
+	for _, chans := range m.groups {
+		if chans[connID] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Register adds or refreshes a producer connection of group.
@@ -381,6 +434,9 @@ func (m *ProducerManager) Register(group string, ch ClientChannelInfo) {
 		m.groups[group] = chans
 	}
 	id := ch.Conn.ID()
+	if ch.ClientID != "" {
+		m.byClient[ch.ClientID] = ch.Conn
+	}
 	if old := chans[id]; old != nil {
 		old.LastUpdate = now
 		return
@@ -394,9 +450,13 @@ func (m *ProducerManager) Unregister(group string, connID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if chans := m.groups[group]; chans != nil {
+		ch := chans[connID]
 		delete(chans, connID)
 		if len(chans) == 0 {
 			delete(m.groups, group)
+		}
+		if ch != nil && !m.stillRegisteredLocked(connID) {
+			m.forgetClientLocked(ch.ClientID, connID)
 		}
 	}
 }
@@ -405,6 +465,11 @@ func (m *ProducerManager) Unregister(group string, connID uint64) {
 func (m *ProducerManager) ConnClosed(connID uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for id, c := range m.byClient { // also the entries NoteRequester made
+		if c.ID() == connID {
+			delete(m.byClient, id)
+		}
+	}
 	for g, chans := range m.groups {
 		delete(chans, connID)
 		if len(chans) == 0 {
@@ -424,6 +489,7 @@ func (m *ProducerManager) ScanExpired(expiry time.Duration) []ClientConn {
 			if ch.LastUpdate.Before(deadline) {
 				out = append(out, ch.Conn)
 				delete(chans, id)
+				m.forgetClientLocked(ch.ClientID, id)
 			}
 		}
 		if len(chans) == 0 {

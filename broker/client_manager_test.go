@@ -99,8 +99,8 @@ func TestConsumerManagerMembershipAndNotify(t *testing.T) {
 	require.True(t, found)
 	assert.True(t, online)
 	assert.Equal(t, "tagA || tagB", sd.SubString)
-	assert.True(t, f.IsMatchedByConsumeQueue(message.TagsHashCode("tagA")))
-	assert.False(t, f.IsMatchedByConsumeQueue(message.TagsHashCode("tagC")))
+	assert.True(t, f.filter.IsMatchedByConsumeQueue(message.TagsHashCode("tagA")))
+	assert.False(t, f.filter.IsMatchedByConsumeQueue(message.TagsHashCode("tagC")))
 	_, _, found, online = m.Subscription("cg", "Other")
 	assert.False(t, found)
 	assert.True(t, online)
@@ -110,7 +110,7 @@ func TestConsumerManagerMembershipAndNotify(t *testing.T) {
 	// A newer subVersion replaces the filter; an older one does not.
 	m.Register(reg("cg", c1, "ip@1", sub("T", "tagC", 11)))
 	_, f, _, _ = m.Subscription("cg", "T")
-	assert.True(t, f.IsMatchedByConsumeQueue(message.TagsHashCode("tagC")))
+	assert.True(t, f.filter.IsMatchedByConsumeQueue(message.TagsHashCode("tagC")))
 	m.Register(reg("cg", c2, "ip@2", sub("T", "tagA", 5)))
 	sd, _, _, _ = m.Subscription("cg", "T")
 	assert.Equal(t, "tagC", sd.SubString)
@@ -182,4 +182,35 @@ func TestProducerManager(t *testing.T) {
 	m.Register("pg", ClientChannelInfo{Conn: c1, ClientID: "a"})
 	m.Unregister("pg", 1)
 	assert.Empty(t, m.Channels("pg"))
+}
+
+// TestProducerManagerFindConn: replies find their requester by client id
+// through heartbeats and through a noted request, and lose it when the
+// connection closes, expires or unregisters.
+func TestProducerManagerFindConn(t *testing.T) {
+	clk := newFakeClock()
+	m := NewProducerManager(clk.Now)
+	c1, c2, c3 := &fakeConn{id: 1}, &fakeConn{id: 2}, &fakeConn{id: 3}
+	assert.Nil(t, m.FindConn("a"))
+	m.Register("pg", ClientChannelInfo{Conn: c1, ClientID: "a"})
+	assert.Same(t, c1, m.FindConn("a"))
+	m.NoteRequester("a", c2)
+	assert.Same(t, c1, m.FindConn("a"), "a heartbeated connection is not replaced by a noted one")
+	m.Unregister("pg", 1)
+	assert.Nil(t, m.FindConn("a"))
+
+	m.NoteRequester("b", c2)
+	assert.Same(t, c2, m.FindConn("b"), "known from its request before any heartbeat")
+	m.Register("pg", ClientChannelInfo{Conn: c3, ClientID: "b"})
+	assert.Same(t, c3, m.FindConn("b"), "the heartbeat wins")
+	m.ConnClosed(3)
+	assert.Nil(t, m.FindConn("b"))
+	m.NoteRequester("b", c2)
+	m.ConnClosed(2)
+	assert.Nil(t, m.FindConn("b"), "a noted connection goes when it closes")
+
+	m.Register("pg", ClientChannelInfo{Conn: c1, ClientID: "c"})
+	clk.Advance(200 * time.Second)
+	require.Len(t, m.ScanExpired(120*time.Second), 1)
+	assert.Nil(t, m.FindConn("c"))
 }

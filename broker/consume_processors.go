@@ -65,6 +65,7 @@ type consumeState struct {
 	producers *ProducerManager
 	locks     *RebalanceLockManager
 	hold      *pullHoldService
+	filters   *filterCache // compiled SQL92 subscriptions
 
 	notifyCh chan notifyTask
 
@@ -119,7 +120,14 @@ func newConsumeState(b *Broker) *consumeState {
 	if cs.cfg.maxTransferCount <= 0 {
 		cs.cfg.maxTransferCount = 32
 	}
+	cs.filters = &filterCache{}
 	cs.consumers = NewConsumerManager(nil, cs.enqueueNotify)
+	cs.consumers.compile = func(typ, expr string) *compiledSubscription {
+		if typ == protocol.ExpressionSQL92 {
+			return cs.filters.get(typ, expr)
+		}
+		return compileSubscription(typ, expr)
+	}
 	cs.hold = newPullHoldService(cs)
 	return cs
 }
@@ -280,6 +288,7 @@ func registerConsumeProcessors(b *Broker) {
 
 	s.Handle(remoting.HeartBeat, p.ClientManage, cs.processHeartbeat)
 	s.Handle(remoting.UnregisterClient, p.ClientManage, cs.processUnregisterClient)
+	s.Handle(remoting.CheckClientConfig, p.ClientManage, cs.processCheckClientConfig)
 	s.Handle(remoting.GetConsumerListByGroup, p.ConsumerManage, cs.processGetConsumerList)
 	s.Handle(remoting.QueryConsumerOffset, p.ConsumerManage, cs.processQueryConsumerOffset)
 	s.Handle(remoting.UpdateConsumerOffset, p.ConsumerManage, cs.processUpdateConsumerOffset)

@@ -128,15 +128,20 @@ func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
 	if h.SysFlag&protocol.PullFlagSubscription != 0 {
 		// The client sent its subscription (pull consumers, and push
 		// consumers with PostSubscriptionWhenPull).
-		if !isTagExpression(h.ExpressionType) {
-			return reject(remoting.NoPermission, "the broker does not support consumer to filter message by %s", h.ExpressionType)
+		if isTagExpression(h.ExpressionType) {
+			pr.filter = store.NewTagFilter(h.Subscription)
+			return nil
 		}
-		pr.filter = store.NewTagFilter(h.Subscription)
+		c := cs.filters.get(h.ExpressionType, h.Subscription)
+		if resp := cs.refuseFilter(req, h.ExpressionType, c); resp != nil {
+			return resp
+		}
+		pr.filter = c.filter
 		return nil
 	}
 	// Otherwise the subscription is the one the group registered by
 	// heartbeat (the official Go push consumer sends an empty one).
-	sd, filter, found, online := cs.consumers.Subscription(h.ConsumerGroup, h.Topic)
+	sd, compiled, found, online := cs.consumers.Subscription(h.ConsumerGroup, h.Topic)
 	if !online {
 		return reject(remoting.SubscriptionNotExist, "the consumer's group info not exist (no heartbeat from group %s yet)", h.ConsumerGroup)
 	}
@@ -149,10 +154,10 @@ func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
 	if sd.SubVersion < h.SubVersion {
 		return reject(remoting.SubscriptionNotLatest, "the consumer's subscription not latest")
 	}
-	if !isTagExpression(sd.ExpressionType) {
-		return reject(remoting.NoPermission, "the broker does not support consumer to filter message by %s", sd.ExpressionType)
+	if resp := cs.refuseFilter(req, sd.ExpressionType, compiled); resp != nil {
+		return resp
 	}
-	pr.filter = filter
+	pr.filter = compiled.filter
 	return nil
 }
 

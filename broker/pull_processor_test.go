@@ -198,7 +198,7 @@ func TestPullStatusCodes(t *testing.T) {
 		{"topic not subscribed", bcPullReq(bcPullHeader("cg", "%RETRY%cg", 0, 0, 0, 0)), remoting.SubscriptionNotExist},
 		{"subscription not latest", bcPullReq(newer), remoting.SubscriptionNotLatest},
 		{"missing header key", missing, remoting.SystemError},
-		{"sql92 filter", bcPullReq(sql), remoting.NoPermission},
+		{"sql92 filter while enablePropertyFilter is off", bcPullReq(sql), remoting.SystemError},
 	}
 	for _, tc := range rejections {
 		t.Run(tc.name, func(t *testing.T) {

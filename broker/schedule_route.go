@@ -46,7 +46,8 @@ var timerProps = [...]string{message.PropTimerDeliverMS, message.PropTimerDelayS
 //     are dropped: the level wins, as in RocketMQ 5.
 //   - a timer property: the delivery time is computed; in the past or now the
 //     message is stored as is (delivered at once), beyond timerMaxDelaySec it
-//     is refused, else it goes to rmq_sys_wheel_timer, queue 0.
+//     is refused, else it goes to rmq_sys_wheel_timer, queue 0. A cancel
+//     marker (TIMER_DEL_UNIQKEY) always goes there (timerService).
 //
 // Both record the delivery time as TIMER_OUT_MS, which the store's dispatch
 // writes as the consume-queue tags code. It reports whether msg was parked.
@@ -66,8 +67,19 @@ func (b *Broker) routeDelay(msg *message.MessageExt, now time.Time) (bool, error
 		return true, nil
 	}
 	deliver, ok, err := b.checkDeliveryTime(msg.Properties, now)
-	if err != nil || !ok || deliver <= now.UnixMilli() {
+	if err != nil || !ok {
 		return false, err
+	}
+	// A cancel marker is parked even when its time has passed: it must
+	// never reach consumers, and the timer service drops it when due.
+	_, isCancel := msg.Properties[message.PropTimerDelUniqKey]
+	if deliver <= now.UnixMilli() && !isCancel {
+		return false, nil
+	}
+	if isCancel {
+		if err := b.timer.checkCancelRoom(); err != nil {
+			return false, err
+		}
 	}
 	b.park(msg, TimerTopic, 0, deliver)
 	return true, nil

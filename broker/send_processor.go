@@ -243,6 +243,11 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 	props := message.ParseProperties(h.properties)
 	props[message.PropCluster] = b.cfg.BrokerClusterName
 	ext.Properties = props
+	if id := props[message.PropReplyToClient]; id != "" && props[message.PropMessageType] != replyMessageFlag {
+		// A request (producer.Request): its reply may be pushed over this
+		// connection even before the requester's first heartbeat.
+		b.consume.producers.NoteRequester(id, c)
+	}
 	if req.RequestCode() == remoting.SendBatchMessage {
 		return b.sendBatch(c, req, &h, &ext)
 	}
@@ -280,13 +285,14 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 // plainProperties reports whether a message's properties ask for nothing
 // the broker acts on at put time (a delay level, a timer, a transaction's
 // half, a CLUSTER of its own to replace), so the string can be stored as
-// it came; it also returns UNIQ_KEY, the send answer's transactionId.
+// it came; it also returns UNIQ_KEY, the send answer's transactionId. A
+// request (REPLY_TO_CLIENT) takes the map path too, to note its requester.
 func plainProperties(props string) (uniqKey string, ok bool) {
 	for k, v := range message.PropertyEntries(props) {
 		switch k {
 		case message.PropUniqKey:
 			uniqKey = v
-		case message.PropDelayTimeLevel, message.PropTransactionPrepared, message.PropCluster:
+		case message.PropDelayTimeLevel, message.PropTransactionPrepared, message.PropCluster, message.PropReplyToClient:
 			return "", false
 		}
 		if slices.Contains(timerProps[:], k) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -29,7 +30,23 @@ const (
 	timerRetryWait = time.Second
 	// timerDirName is the timer's directory under the store root.
 	timerDirName = "timer"
+	// timerCancelSlack is how long after its own delivery time a cancel
+	// marker still cancels: RocketMQ 5 matches a marker with the messages
+	// of its wheel slot (1 s by default), so a marker whose time was
+	// rounded differently from its message's still works.
+	timerCancelSlack = time.Second
+	// timerCancelSweep is how often expired cancels are dropped from the
+	// set (a pass over it).
+	timerCancelSweep = time.Second
+	// maxTimerCancels bounds the cancels waiting for their time (about
+	// 100 bytes of heap each); past it new markers are refused at send
+	// (ErrTimerCancelsFull). Markers already stored are always kept.
+	maxTimerCancels = 1 << 18
 )
+
+// ErrTimerCancelsFull means a cancel marker (TIMER_DEL_UNIQKEY) was refused
+// because maxTimerCancels cancels are already waiting.
+var ErrTimerCancelsFull = errors.New("broker: too many timer cancels waiting")
 
 // timerService delivers messages with an arbitrary delivery time. routeDelay
 // stores them in rmq_sys_wheel_timer, queue 0, with TIMER_OUT_MS; timerLoop
@@ -38,12 +55,31 @@ const (
 // real topic and queue with its properties (TIMER_OUT_MS kept, as RocketMQ 5
 // does; the request properties removed so a forwarded copy is not delayed
 // again). The wheel is owned by timerLoop alone.
+//
+// Cancels (RocketMQ 5's TIMER_DEL_UNIQKEY): a marker is a timer message
+// whose TIMER_DEL_UNIQKEY names the message to cancel, "topic+uniqKey"
+// (RocketMQ 5.2 on) or the uniq key alone (5.0, 5.1), due at that
+// message's delivery time. enqueue adds it to the wheel as a cancel entry
+// due timerCancelSlack after its time and to cancels; a due message found
+// in cancels is dropped instead of delivered; the marker itself is never
+// delivered, and its cancel is dropped from the set once the wheel has
+// fired past the entry's time. The timerlog keeps the markers, so start
+// rebuilds the set from the markers still pending: a cancel survives a
+// restart. A marker for a message already delivered, or for no message,
+// only waits for its time and goes.
 type timerService struct {
 	b     *Broker
 	log   logrus.FieldLogger
 	cfg   timer.Config
 	now   func() time.Time
 	wheel *timer.Wheel
+
+	// cancels maps a marker's TIMER_DEL_UNIQKEY to the time its cancel
+	// ends (the marker entry's DeliverMs). Owned by timerLoop.
+	cancels   map[string]int64
+	lastSweep time.Time
+	// nCancels is len(cancels) for the send path's bound.
+	nCancels atomic.Int64
 
 	wake chan struct{}
 	serviceLoops
@@ -59,10 +95,11 @@ const timerRollsPerRetention = 3
 
 func newTimerService(b *Broker) *timerService {
 	t := &timerService{
-		b:    b,
-		log:  b.log.WithField("component", "timer"),
-		now:  time.Now,
-		wake: make(chan struct{}, 1),
+		b:       b,
+		log:     b.log.WithField("component", "timer"),
+		now:     time.Now,
+		cancels: make(map[string]int64),
+		wake:    make(chan struct{}, 1),
 
 		serviceLoops: serviceLoops{stop: make(chan struct{})},
 	}
@@ -92,7 +129,57 @@ func (t *timerService) start() error {
 	}
 	t.wheel = w
 	t.setPending(w.Pending())
+	for _, e := range w.RecoveredCancels() {
+		m, err := t.b.store.LookMessageByOffset(e.CommitLogOffset)
+		if err != nil {
+			// Its commitlog file is gone: the message it cancels, stored
+			// before it, is gone too.
+			t.log.WithError(err).WithField("commitLogOffset", e.CommitLogOffset).Warn("timer cancel marker cannot be read, ignored")
+			continue
+		}
+		t.addCancel(m.Property(message.PropTimerDelUniqKey), e.DeliverMs)
+	}
 	t.goLoop(t.timerLoop)
+	return nil
+}
+
+// addCancel records a cancel until endMs (a later end wins).
+func (t *timerService) addCancel(key string, endMs int64) {
+	if old, ok := t.cancels[key]; !ok || old < endMs {
+		t.cancels[key] = endMs
+		t.nCancels.Store(int64(len(t.cancels)))
+	}
+}
+
+// cancelled reports whether a message of topic with uniq key uniq was
+// cancelled, in either of RocketMQ's key forms.
+func (t *timerService) cancelled(topic, uniq string) bool {
+	if len(t.cancels) == 0 || uniq == "" {
+		return false
+	}
+	if _, ok := t.cancels[topic+"+"+uniq]; ok {
+		return true
+	}
+	_, ok := t.cancels[uniq]
+	return ok
+}
+
+// sweepCancels drops the cancels that ended by firedMs, a time the wheel
+// fired through: every message they could cancel was decided by then.
+func (t *timerService) sweepCancels(firedMs int64) {
+	for k, end := range t.cancels {
+		if end <= firedMs {
+			delete(t.cancels, k)
+		}
+	}
+	t.nCancels.Store(int64(len(t.cancels)))
+}
+
+// checkCancelRoom refuses a new cancel marker when maxTimerCancels wait.
+func (t *timerService) checkCancelRoom() error {
+	if n := t.nCancels.Load(); n >= maxTimerCancels {
+		return fmt.Errorf("%w: %d, at most %d", ErrTimerCancelsFull, n, maxTimerCancels)
+	}
 	return nil
 }
 
@@ -134,6 +221,9 @@ func (t *timerService) timerLoop() {
 			if err := w.Fire(now, t.deliver); err != nil {
 				t.log.WithError(err).Warn("timer delivery failed, will retry")
 				retryAt = now.Add(timerRetryWait)
+			} else if len(t.cancels) > 0 && now.Sub(t.lastSweep) >= timerCancelSweep {
+				t.sweepCancels(now.UnixMilli())
+				t.lastSweep = now
 			}
 		}
 		t.setPending(w.Pending())
@@ -200,10 +290,17 @@ func (t *timerService) enqueue() {
 				}
 			}
 			e := timer.Entry{DeliverMs: due, CommitLogOffset: r.PhysicalOffset(), Size: int32(r.Size()), QueueOffset: r.QueueOffset()}
+			key, isCancel := r.Property(message.PropTimerDelUniqKey)
+			if isCancel {
+				e.DeliverMs, e.Cancel = due+timerCancelSlack.Milliseconds(), true
+			}
 			if err := w.Add(e, now); err != nil {
 				res.Release()
 				t.log.WithError(err).Error("add to the timer wheel")
 				return
+			}
+			if isCancel {
+				t.addCancel(string(key), e.DeliverMs)
 			}
 			off = r.QueueOffset() + 1
 		}
@@ -244,8 +341,13 @@ func (t *timerService) reput(e timer.Entry) (bool, error) {
 	return true, nil
 }
 
-// deliver re-puts one due message to its real topic.
+// deliver re-puts one due message to its real topic, unless it was
+// cancelled. A cancel marker is never delivered (RocketMQ 5 refuses to put
+// one too); its cancel ends with the next sweep.
 func (t *timerService) deliver(e timer.Entry) error {
+	if e.Cancel {
+		return nil
+	}
 	m, err := t.b.store.LookMessageByOffset(e.CommitLogOffset)
 	if err == nil {
 		err = t.b.restoreParked(m)
@@ -253,6 +355,13 @@ func (t *timerService) deliver(e timer.Entry) error {
 	if err != nil {
 		// Gone (retention) or not a timer message: nothing to deliver.
 		t.log.WithError(err).WithField("commitLogOffset", e.CommitLogOffset).Error("timer entry cannot be delivered, dropped")
+		return nil
+	}
+	if _, ok := m.Properties[message.PropTimerDelUniqKey]; ok {
+		return nil // a marker added to the wheel before markers were flagged
+	}
+	if t.cancelled(m.Topic, m.UniqKey()) {
+		t.log.WithFields(logrus.Fields{"topic": m.Topic, "msgId": m.UniqKey(), "timerOffset": e.CommitLogOffset}).Info("timer message cancelled")
 		return nil
 	}
 	for _, k := range timerProps {

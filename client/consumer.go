@@ -224,6 +224,9 @@ func (b *consumerBase) startBase() error {
 			return fmt.Errorf("client: subscribe %s: %w", t, err)
 		}
 	}
+	if err := b.checkClientConfig(ctx); err != nil {
+		return err
+	}
 	b.c.sendHeartbeats(ctx)
 	// The broker creates the retry topic on the first heartbeat.
 	for _, t := range topics {
@@ -236,6 +239,43 @@ func (b *consumerBase) startBase() error {
 	b.goLoop(b.persistLoop)
 	if b.orderly && b.clustering() {
 		b.goLoop(b.lockLoop)
+	}
+	return nil
+}
+
+// checkClientConfig asks every master serving a subscribed topic whether it
+// can serve the subscription, for each one that is not a tag expression
+// (CHECK_CLIENT_CONFIG, as the Java consumer does at start): a broker with
+// enablePropertyFilter off, or a SQL92 expression that does not parse, makes
+// Start fail with the broker's answer (a *BrokerError whose remark holds the
+// parse error) instead of pulls refused in the background.
+func (b *consumerBase) checkClientConfig(ctx context.Context) error {
+	b.mu.Lock()
+	var sds []protocol.SubscriptionData
+	for _, sub := range b.subs {
+		if typ := sub.data.ExpressionType; typ != "" && typ != protocol.ExpressionTag {
+			sds = append(sds, sub.data)
+		}
+	}
+	b.mu.Unlock()
+	for i := range sds {
+		r, err := b.c.route(ctx, sds[i].Topic)
+		if err != nil {
+			return fmt.Errorf("client: subscribe %s: %w", sds[i].Topic, err)
+		}
+		body, err := json.Marshal(&protocol.CheckClientRequestBody{ClientID: b.c.clientID, Group: b.group, SubscriptionData: &sds[i]})
+		if err != nil {
+			return err
+		}
+		for _, bd := range r.data.BrokerDatas {
+			addr, ok := bd.BrokerAddrs[protocol.MasterID]
+			if !ok {
+				continue
+			}
+			if _, err := b.c.invokeOK(ctx, addr, remoting.NewRequest(remoting.CheckClientConfig, nil, body), 3*time.Second); err != nil {
+				return fmt.Errorf("%w: %s subscription %q on %s: %w", ErrBadSubscription, sds[i].ExpressionType, sds[i].SubString, sds[i].Topic, err)
+			}
+		}
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type PushConsumer struct {
 	b      *consumerBase
 	pool   chan struct{} // bounds the goroutines running handlers
 	sender *Producer     // fallback for failed CONSUMER_SEND_MSG_BACK
+	tracer *tracer       // records deliveries (WithTrace); nil without trace
 
 	stateMu  sync.Mutex
 	started  bool
@@ -56,6 +57,7 @@ func NewPushConsumer(opts ...Option) (*PushConsumer, error) {
 	}
 	pc.sender = &Producer{c: c, defSel: NewHashSelector(), faults: newFaultTracker(o.faultAvoidance),
 		asyncSem: make(chan struct{}, 1), group: "CLIENT_INNER_PRODUCER"}
+	pc.tracer = newTracer(o, c.ip.String())
 	return pc, nil
 }
 
@@ -105,8 +107,17 @@ func (pc *PushConsumer) Start() error {
 		return fmt.Errorf("%w: no subscription", ErrBadSubscription)
 	}
 	pc.started = true
+	if pc.tracer != nil {
+		if err := pc.tracer.start(); err != nil {
+			pc.shutdown = true
+			return fmt.Errorf("client: start trace: %w", err)
+		}
+	}
 	if err := pc.b.start(); err != nil {
 		pc.shutdown = true
+		if pc.tracer != nil {
+			pc.tracer.shutdown()
+		}
 		return err
 	}
 	return nil
@@ -123,6 +134,9 @@ func (pc *PushConsumer) Shutdown() error {
 	}
 	pc.shutdown = true
 	pc.b.stopBase()
+	if pc.tracer != nil {
+		pc.tracer.shutdown() // after the handlers: their SubAfter records go out too
+	}
 	pc.b.c.shutdown()
 	return nil
 }
@@ -190,9 +204,49 @@ func (pc *PushConsumer) call(msgs []*MessageExt) (res ConsumeResult) {
 	for _, m := range msgs {
 		m.SetProperty(message.PropConsumeStartTime, now)
 	}
+	if pc.tracer != nil {
+		return pc.callTraced(h, msgs)
+	}
 	r, err := h(pc.b.ctx, msgs...)
 	if err != nil {
 		return ConsumeRetryLater
+	}
+	return r
+}
+
+// callTraced is call's handler run with SubBefore and SubAfter records
+// (the official consumer trace interceptor). Messages the broker stored
+// with TRACE_ON=false are not traced.
+func (pc *PushConsumer) callTraced(h Handler, msgs []*MessageExt) (res ConsumeResult) {
+	t := pc.tracer
+	begin := time.Now()
+	reqID := pc.b.c.uniq.Next()
+	group := pc.b.c.o.group
+	var traced []*MessageExt
+	for _, m := range msgs {
+		if m.Property(message.PropTraceSwitch) == "false" {
+			continue
+		}
+		traced = append(traced, m)
+		t.add(traceRecord{kind: TraceSubBefore, timestamp: begin.UnixMilli(), region: m.Property(message.PropMsgRegion), group: group,
+			requestID: reqID, msgID: m.MsgID(), retryTimes: int(m.ReconsumeTimes), keys: m.Keys(), clientHost: t.clientHost})
+	}
+	code := traceConsumeException // a panic leaves it so
+	defer func() {
+		for _, m := range traced {
+			t.add(traceRecord{kind: TraceSubAfter, timestamp: time.Now().UnixMilli(), group: group, requestID: reqID,
+				cost: time.Since(begin).Milliseconds(), success: code == traceConsumeSuccess, contextCode: code,
+				msgID: m.MsgID(), keys: m.Keys()})
+		}
+	}()
+	r, err := h(pc.b.ctx, msgs...)
+	switch {
+	case err != nil:
+		r = ConsumeRetryLater
+	case r == ConsumeSuccess:
+		code = traceConsumeSuccess
+	default:
+		code = traceConsumeFailed
 	}
 	return r
 }

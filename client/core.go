@@ -311,6 +311,14 @@ func (c *core) route(ctx context.Context, topic string) (*topicRoute, error) {
 	return c.updateRoute(ctx, topic)
 }
 
+// cachedRoute returns topic's cached route without asking a nameserver.
+func (c *core) cachedRoute(topic string) (*topicRoute, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	r, ok := c.routes[topic]
+	return r, ok
+}
+
 // forgetRoute drops a cached route, so the next use re-reads it.
 func (c *core) forgetRoute(topic string) {
 	c.mu.Lock()

@@ -61,6 +61,7 @@ type options struct {
 	tls          *tls.Config // nil: plain connections
 	log          logrus.FieldLogger
 	headers      HeaderEncoding
+	trace        *TraceConfig // nil: no message trace
 
 	// intervals
 	routeInterval     time.Duration

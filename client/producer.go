@@ -42,6 +42,15 @@ type Producer struct {
 
 	// txHandler answers CHECK_TRANSACTION_STATE; set by TransactionProducer.
 	txHandler remoting.RequestHandler
+
+	// requests are the Request/RequestAsync calls waiting for a reply.
+	requests replyTable
+	// replyPathMu serialises ensureReplyPath; replyPathReady holds the
+	// request topics whose reply brokers have had this client's heartbeat.
+	replyPathMu    sync.Mutex
+	replyPathReady map[string]bool
+	// tracer records sends (WithTrace); nil without trace.
+	tracer *tracer
 }
 
 // NewProducer returns a producer (group DEFAULT_PRODUCER unless set).
@@ -50,6 +59,11 @@ func NewProducer(opts ...Option) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newProducer(o), nil
+}
+
+// newProducer returns a producer with built options.
+func newProducer(o *options) *Producer {
 	p := &Producer{
 		c:        newCore(o, "producer"),
 		selector: o.selector,
@@ -58,7 +72,8 @@ func NewProducer(opts ...Option) (*Producer, error) {
 		asyncSem: make(chan struct{}, o.maxAsyncInFlight),
 	}
 	p.c.heartbeat = p.heartbeatData
-	return p, nil
+	p.tracer = newTracer(o, p.c.ip.String())
+	return p
 }
 
 // ClientID is the id this producer shows brokers.
@@ -69,16 +84,31 @@ func (p *Producer) Start() error {
 	if p.txHandler != nil {
 		p.c.rc.RegisterHandler(remoting.CheckTransactionState, p.txHandler)
 	}
-	return p.c.start()
+	p.c.rc.RegisterHandler(remoting.PushReplyMessageToClient, p.handleReply)
+	if err := p.c.start(); err != nil {
+		return err
+	}
+	if p.tracer != nil {
+		if err := p.tracer.start(); err != nil {
+			return fmt.Errorf("client: start trace: %w", err)
+		}
+	}
+	return nil
 }
 
 // Shutdown waits for SendAsync calls in flight, then stops every goroutine
 // and closes every connection. Safe to call twice.
 func (p *Producer) Shutdown() error {
 	p.shutdownOnce.Do(func() {
+		// Requests still waiting end now, and their callbacks return
+		// before the slots below are taken.
+		p.requests.closeAll(ErrNotStarted)
 		// Take every async slot: once all are held no send is in flight.
 		for i := 0; i < cap(p.asyncSem); i++ {
 			p.asyncSem <- struct{}{}
+		}
+		if p.tracer != nil {
+			p.tracer.shutdown() // after the sends: their records go out too
 		}
 		if p.c.running() {
 			p.c.unregister(p.groupName(), "")
@@ -114,6 +144,7 @@ type outgoing struct {
 	props    string
 	msgIDs   string
 	sharding bool
+	reply    bool // MSG_TYPE=reply: sent as SEND_REPLY_MESSAGE_V2
 }
 
 // prepare validates msgs and encodes them: one message as itself (UNIQ_KEY
@@ -161,6 +192,7 @@ func (p *Producer) prepare(msgs []*Message, sysFlag int32) (*outgoing, error) {
 			}
 		}
 		out.props = string(message.MarshalProperties(m.Properties))
+		out.reply = m.Properties[message.PropMessageType] == replyMessageFlag
 	} else {
 		plain := make([]*message.Message, len(msgs))
 		for i, m := range msgs {
@@ -210,8 +242,11 @@ func (p *Producer) compress(b []byte) ([]byte, error) {
 // cost the broker's parser too.
 func (p *Producer) request(out *outgoing, q MessageQueue) *remoting.Command {
 	code := remoting.SendMessageV2
-	if out.batch {
+	switch {
+	case out.batch:
 		code = remoting.SendBatchMessage
+	case out.reply:
+		code = remoting.SendReplyMessageV2
 	}
 	req := sendRequests.Get().(*remoting.Command)
 	f := req.RawExt[:0]
@@ -501,7 +536,50 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	if err != nil {
 		return nil, err
 	}
-	return p.send(ctx, out, false)
+	if p.tracer == nil {
+		return p.send(ctx, out, false)
+	}
+	begin := time.Now()
+	res, err := p.send(ctx, out, false)
+	p.tracePub(begin, out, res, err)
+	return res, err
+}
+
+// CancelScheduled cancels a message sent with a delivery time
+// (WithDeliveryTime or another timer property) before it is delivered, as
+// RocketMQ 5 does: it sends a cancel marker (TIMER_DEL_UNIQKEY) due at the
+// same time to the broker holding the message. q and msgID are the
+// message's SendResult.Queue and SendResult.MsgID, deliverAt the time it
+// was sent with (the broker matches the marker with messages due around
+// the same second). Cancelling a message already delivered, or one that
+// never existed, does nothing; a nil error means the broker stored the
+// marker, not that a message was found.
+func (p *Producer) CancelScheduled(ctx context.Context, q MessageQueue, msgID string, deliverAt time.Time) error {
+	if msgID == "" || deliverAt.IsZero() {
+		return fmt.Errorf("%w: cancel needs the message id and its delivery time", ErrBadOption)
+	}
+	topic := p.c.wrapName(q.Topic)
+	key := topic + "+" + msgID
+	marker := NewMessage(q.Topic, []byte(key)).WithDeliveryTime(deliverAt).WithProperty(message.PropTimerDelUniqKey, key)
+	out, err := p.prepare([]*Message{marker}, 0)
+	if err != nil {
+		return err
+	}
+	if !p.c.running() {
+		return ErrNotStarted
+	}
+	// The broker that holds the message, whatever the selector: the
+	// cancel set is the broker's own.
+	q.Topic = topic
+	for i := 0; ; i++ {
+		_, err = p.sendTo(ctx, out, q, false)
+		if err == nil || i >= p.c.o.retry || ctx.Err() != nil {
+			return err
+		}
+		if retry, _ := retryable(err); !retry {
+			return err
+		}
+	}
 }
 
 // SendAsync sends msgs in the background and calls cb with the outcome, on a
@@ -514,6 +592,18 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *Send
 	if err != nil {
 		return err
 	}
+	if p.tracer != nil {
+		begin, userCB := time.Now(), cb
+		cb = func(ctx context.Context, res *SendResult, err error) {
+			p.tracePub(begin, out, res, err)
+			userCB(ctx, res, err)
+		}
+	}
+	return p.sendAsyncPrepared(ctx, out, cb)
+}
+
+// sendAsyncPrepared is SendAsync of a prepared send.
+func (p *Producer) sendAsyncPrepared(ctx context.Context, out *outgoing, cb func(context.Context, *SendResult, error)) error {
 	if !p.c.running() {
 		return ErrNotStarted
 	}

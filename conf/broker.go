@@ -67,14 +67,24 @@ type BrokerConfig struct {
 	AutoCreateSubscriptionGroup bool `mapstructure:"autoCreateSubscriptionGroup"`
 	// MsgTraceTopicName is the trace topic created when TraceTopicEnable.
 	MsgTraceTopicName string `mapstructure:"msgTraceTopicName"`
-	// TraceTopicEnable creates MsgTraceTopicName at start.
+	// TraceTopicEnable creates MsgTraceTopicName at start. On by default,
+	// unlike RocketMQ: the official Go client's trace dispatcher sends only
+	// to a topic the nameservers already route (it has no auto-create
+	// fallback), so with it off WithTrace would lose every record.
 	TraceTopicEnable bool `mapstructure:"traceTopicEnable"`
+	// StoreReplyMessageEnable stores replies (SEND_REPLY_MESSAGE) in the
+	// cluster's reply topic as well as pushing them to the requester.
+	StoreReplyMessageEnable bool `mapstructure:"storeReplyMessageEnable"`
 	// RegionID is returned in every send response as MSG_REGION.
 	RegionID string `mapstructure:"regionId"`
 	// TraceOn is returned in every send response as TRACE_ON.
 	TraceOn bool `mapstructure:"traceOn"`
 	// RejectTransactionMessage refuses half messages with NO_PERMISSION.
 	RejectTransactionMessage bool `mapstructure:"rejectTransactionMessage"`
+	// EnablePropertyFilter serves SQL92 subscriptions (filters on message
+	// properties, evaluated on the broker). Off, as RocketMQ's default,
+	// their pulls are refused with SYSTEM_ERROR saying so.
+	EnablePropertyFilter bool `mapstructure:"enablePropertyFilter"`
 
 	// AclEnable checks every request against the accounts of AclPlainFile
 	// (RocketMQ 4.x plain ACL).
@@ -341,6 +351,8 @@ func DefaultBrokerConfig() BrokerConfig {
 		BrokerTopicEnable:           true,
 		AutoCreateSubscriptionGroup: true,
 		MsgTraceTopicName:           "RMQ_SYS_TRACE_TOPIC",
+		TraceTopicEnable:            true,
+		StoreReplyMessageEnable:     true,
 		RegionID:                    "DefaultRegion",
 		TraceOn:                     true,
 

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -317,22 +318,51 @@ func tailLines(s string, n int) string {
 }
 
 // freePortPair returns a loopback port p with p+1 free too (the broker
-// listens on listenPort and its HA port listenPort+1).
+// listens on listenPort and its HA port listenPort+1). The pair is drawn
+// below the kernel's ephemeral range: the test kills and restarts brokers on
+// the same ports, and in between any outgoing connection on the machine may
+// be given an ephemeral source port, so a pair inside that range can be
+// taken while the broker is down ("address already in use" on restart).
 func freePortPair(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		p := l.Addr().(*net.TCPAddr).Port
-		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
-		_ = l.Close()
-		if err == nil {
-			_ = l2.Close()
+	low := ephemeralLow()
+	for range 200 {
+		p := 10000 + rand.IntN(low-10000-1)
+		if portPairFree(p) {
 			return p
 		}
 	}
-	require.FailNow(t, "no free port pair on 127.0.0.1")
+	require.FailNow(t, "no free port pair on 127.0.0.1 below the ephemeral range", "below %d", low)
 	return 0
+}
+
+// portPairFree reports whether 127.0.0.1:p and :p+1 can both be bound now.
+func portPairFree(p int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	defer l.Close()
+	l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+1))
+	if err != nil {
+		return false
+	}
+	return l2.Close() == nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's
+// default 32768 when it cannot be read), kept above 20000 so the range
+// below it leaves room to draw from.
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				low = v
+			}
+		}
+	}
+	return max(low, 20000)
 }
 
 // writeProps writes a properties-style config file, keys sorted.

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"bytes"
 	"maps"
 	"net/netip"
 	"testing"
@@ -18,6 +19,10 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(rec2)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseRecord(b)
+		props, ok := RecordProperties(b)
+		if ok != (err == nil) || ok && !bytes.Equal(props, r.Properties()) {
+			t.Fatalf("RecordProperties = %q, %v; ParseRecord: %v", props, ok, err)
+		}
 		if err != nil {
 			return
 		}

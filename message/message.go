@@ -55,6 +55,7 @@ const (
 	PropTimerDelaySec              = "TIMER_DELAY_SEC"                // 5.x timer: relative delay in seconds
 	PropTimerDelayMS               = "TIMER_DELAY_MS"                 // 5.x timer: relative delay in ms
 	PropTimerOutMS                 = "TIMER_OUT_MS"                   // 5.x timer: computed delivery time
+	PropTimerDelUniqKey            = "TIMER_DEL_UNIQKEY"              // 5.x timer: this message cancels the timer message it names ("topic+uniqKey", or the uniq key alone before 5.2)
 	PropCRC32                      = "__CRC32#"                       // PROPERTY_CRC32 (5.x): whole-record CRC, see EncodeRecordWithCRC
 )
 

@@ -254,6 +254,54 @@ type Record struct {
 	propsLen int
 }
 
+// RecordProperties returns the properties of the record at the start of
+// b (b may extend beyond it) without allocating: the broker's property
+// filter reads them for every candidate of a pull. ok is false when b does
+// not hold a well-formed message record (the checks of ParseRecord, whose
+// errors allocate).
+func RecordProperties(b []byte) (props []byte, ok bool) {
+	if len(b) < MinRecordLength {
+		return nil, false
+	}
+	be := binary.BigEndian
+	size := int(int32(be.Uint32(b[PosTotalSize:])))
+	magic := int32(be.Uint32(b[PosMagicCode:]))
+	if magic != MagicCodeV1 && magic != MagicCodeV2 || size < MinRecordLength || size > len(b) {
+		return nil, false
+	}
+	sysFlag := int32(be.Uint32(b[PosSysFlag:]))
+	pos := StoreHostPos(sysFlag) + StoreHostLength(sysFlag) + 4 + 8
+	if pos+4 > size {
+		return nil, false
+	}
+	bodyLen := int(int32(be.Uint32(b[pos:])))
+	pos += 4
+	if bodyLen < 0 || bodyLen > size-pos {
+		return nil, false
+	}
+	pos += bodyLen
+	if magic == MagicCodeV2 {
+		if pos+2 > size {
+			return nil, false
+		}
+		pos += 2 + int(be.Uint16(b[pos:]))
+	} else {
+		if pos+1 > size {
+			return nil, false
+		}
+		pos += 1 + int(b[pos])
+	}
+	if pos+2 > size {
+		return nil, false
+	}
+	propsLen := int(int16(be.Uint16(b[pos:])))
+	pos += 2
+	if propsLen < 0 || pos+propsLen != size {
+		return nil, false
+	}
+	return b[pos:size:size], true
+}
+
 // ParseRecord parses the record at the start of b (b may extend beyond it).
 // It checks the magic code and that every field fits TOTALSIZE exactly, not the
 // body CRC (see Record.VerifyCRC). The blank end-of-file marker returns

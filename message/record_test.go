@@ -328,3 +328,29 @@ func TestEncodeRecordRefusesNULInProperties(t *testing.T) {
 	_, err = EncodeRecord(nil, m)
 	require.ErrorIs(t, err, ErrPropertiesNUL)
 }
+
+func TestRecordProperties(t *testing.T) {
+	m := sampleMessage("10.0.0.1:1", "[2001:db8::2]:10911")
+	v1, err := EncodeRecord(nil, m)
+	require.NoError(t, err)
+	r, err := ParseRecord(v1)
+	require.NoError(t, err)
+	// The same record as RocketMQ 5 writes it with MagicCodeV2: a 2-byte
+	// topic length.
+	topicAt := len(v1) - len(r.Properties()) - 2 - len(r.Topic()) - 1
+	v2 := append([]byte(nil), v1[:topicAt]...)
+	v2 = binary.BigEndian.AppendUint16(v2, uint16(len(r.Topic())))
+	v2 = append(v2, v1[topicAt+1:]...)
+	binary.BigEndian.PutUint32(v2, uint32(len(v2)))
+	binary.BigEndian.PutUint32(v2[4:], 0xDAA320AB) // MagicCodeV2
+	for _, rec := range [][]byte{v1, v2} {
+		props, ok := RecordProperties(append(rec[:len(rec):len(rec)], 1, 2, 3)) // bytes beyond the record are not read
+		require.True(t, ok)
+		assert.Equal(t, r.Properties(), props)
+		assert.Zero(t, testing.AllocsPerRun(10, func() { RecordProperties(rec) }))
+		for _, bad := range [][]byte{rec[:len(rec)-1], rec[:20], nil} {
+			_, ok := RecordProperties(bad)
+			assert.False(t, ok)
+		}
+	}
+}

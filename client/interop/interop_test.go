@@ -37,6 +37,14 @@ func quietLogger() logrus.FieldLogger {
 // cluster starts our nameserver and broker in process and creates topics.
 func cluster(t *testing.T, topics ...string) string {
 	t.Helper()
+	ns, _ := clusterWith(t, nil, topics...)
+	return ns
+}
+
+// clusterWith is cluster with the broker's config adjusted by tune (nil: the
+// defaults); it also returns the broker.
+func clusterWith(t *testing.T, tune func(*conf.BrokerConfig), topics ...string) (string, *broker.Broker) {
+	t.Helper()
 	rlog.SetLogLevel("error")
 	dir := t.TempDir()
 	ncfg := conf.DefaultNamesrvConfig()
@@ -50,6 +58,9 @@ func cluster(t *testing.T, topics ...string) string {
 	bcfg.NamesrvAddr = ns.Addr()
 	bcfg.StorePathRootDir = filepath.Join(dir, "store")
 	bcfg.MappedFileSizeCommitLog = 1 << 20
+	if tune != nil {
+		tune(&bcfg)
+	}
 	b, err := broker.New(&bcfg, quietLogger())
 	require.NoError(t, err)
 	require.NoError(t, b.Start())
@@ -68,7 +79,7 @@ func cluster(t *testing.T, topics ...string) string {
 		require.NoError(t, a.CreateTopic(ctx, client.TopicConfig{Topic: topic, ReadQueueNums: 4, WriteQueueNums: 4}))
 		require.Eventually(t, func() bool { _, err := a.TopicRoute(ctx, topic); return err == nil }, 10*time.Second, 20*time.Millisecond)
 	}
-	return ns.Addr()
+	return ns.Addr(), b
 }
 
 // received is what a consumer saw of one message.

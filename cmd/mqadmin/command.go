@@ -225,6 +225,7 @@ func allCommands() []*command {
 		queryMsgByKeyCmd(),
 		queryMsgByUniqueKeyCmd(),
 		queryMsgByOffsetCmd(),
+		queryMsgTraceByIDCmd(),
 		consumerConnectionCmd(),
 		consumerProgressCmd(),
 		clusterListCmd(),

@@ -266,3 +266,23 @@ type GetConsumerRunningInfoRequestHeader struct {
 	ClientID      string `ext:"clientId,required"`
 	JstackEnable  bool   `ext:"jstackEnable"`
 }
+
+// ReplyMessageRequestHeader is PUSH_REPLY_MESSAGE_TO_CLIENT's header: the
+// replier's send header plus where and when the broker took the reply
+// (ReplyMessageRequestHeader.java). The body is the reply's body.
+type ReplyMessageRequestHeader struct {
+	ProducerGroup         string `ext:"producerGroup,required"`
+	Topic                 string `ext:"topic,required"`
+	DefaultTopic          string `ext:"defaultTopic,required"`
+	DefaultTopicQueueNums int32  `ext:"defaultTopicQueueNums,required"`
+	QueueID               int32  `ext:"queueId,required"`
+	SysFlag               int32  `ext:"sysFlag,required"`
+	BornTimestamp         int64  `ext:"bornTimestamp,required"`
+	Flag                  int32  `ext:"flag,required"`
+	Properties            string `ext:"properties"`
+	ReconsumeTimes        int32  `ext:"reconsumeTimes"`
+	UnitMode              bool   `ext:"unitMode"`
+	BornHost              string `ext:"bornHost,required"`
+	StoreHost             string `ext:"storeHost,required"`
+	StoreTimestamp        int64  `ext:"storeTimestamp,required"`
+}

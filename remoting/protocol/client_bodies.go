@@ -112,6 +112,23 @@ func DecodeHeartbeatData(b []byte) (*HeartbeatData, error) {
 	return &hb, nil
 }
 
+// CheckClientRequestBody is CHECK_CLIENT_CONFIG's body: a consumer asks
+// whether the broker can serve a subscription before it starts.
+type CheckClientRequestBody struct {
+	ClientID         string            `json:"clientId"`
+	Group            string            `json:"group"`
+	SubscriptionData *SubscriptionData `json:"subscriptionData"`
+}
+
+// DecodeCheckClientRequestBody parses CHECK_CLIENT_CONFIG's body.
+func DecodeCheckClientRequestBody(b []byte) (*CheckClientRequestBody, error) {
+	var body CheckClientRequestBody
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, wrapBody("CheckClientRequestBody", err)
+	}
+	return &body, nil
+}
+
 // Encode renders the heartbeat as JSON.
 func (hb *HeartbeatData) Encode() ([]byte, error) { return json.Marshal(hb) }
 

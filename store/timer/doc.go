@@ -12,7 +12,8 @@
 // reference, big-endian, part of the on-disk format:
 //
 //	 0  4  magic   0x544D5231 ("TMR1"); 0 ends the written part of a file
-//	 4  4  flags   1 = done (delivered, rolled or dropped), 2 = roll
+//	 4  4  flags   1 = done (delivered, rolled or dropped), 2 = roll,
+//	               4 = cancel marker (Entry.Cancel)
 //	 8  8  deliverMs       when the message is due (unix ms)
 //	16  8  fireMs          when this unit is looked at: deliverMs, or for a
 //	                       roll unit the end of the roll window
@@ -36,6 +37,14 @@
 // deliverMs, and each unit is handed over at its exact millisecond (slots
 // only group the work; delivery is not rounded to the precision). A unit
 // handed over is marked done in place.
+//
+// Cancels. A cancel marker (RocketMQ 5's TIMER_DEL_UNIQKEY message) is a
+// unit like any other, flagged 4; the wheel does not know what it cancels.
+// The broker keeps the set of pending cancels in memory and rebuilds it at
+// Open from the markers still pending (RecoveredCancels), so the timerlog is
+// the cancel's durable state. Markers of one millisecond are handed over
+// after the other units of that millisecond: the message a marker cancels,
+// due at the marker's time, is always decided while the marker is pending.
 //
 // Restart. The wheel is not persisted: Open walks the timerlog files still
 // present and links every unit not marked done back into the wheel (or into

@@ -27,8 +27,9 @@ const (
 	offPrevPos     = 40
 	offSize        = 48
 
-	flagDone = 1
-	flagRoll = 2
+	flagDone   = 1
+	flagRoll   = 2
+	flagCancel = 4 // the unit is a cancel marker (Entry.Cancel)
 )
 
 // Errors of the timerlog.

@@ -55,6 +55,10 @@ type Entry struct {
 	// QueueOffset is the message's offset in the timer topic's queue; it
 	// lets Open recognise messages already added before a crash.
 	QueueOffset int64
+	// Cancel marks a cancel marker: persisted with the unit, handed over
+	// after the other entries of the same millisecond, and reported by
+	// RecoveredCancels while pending at Open.
+	Cancel bool
 }
 
 // slot is one wheel slot: the newest unit of the slot's chain.
@@ -67,6 +71,7 @@ type slot struct {
 type item struct {
 	fireMs int64
 	pos    int64
+	cancel bool // a cancel marker: after the other units of its fireMs
 }
 
 // checkpoint is the timercheck file.
@@ -92,6 +97,7 @@ type Wheel struct {
 	sorted bool
 
 	pending       int
+	cancels       []Entry // cancel markers pending at Open (RecoveredCancels)
 	enqueueOffset int64
 	savedOffset   int64 // enqueueOffset as the checkpoint file holds it, -1 unknown
 	closed        bool
@@ -199,6 +205,9 @@ func (w *Wheel) recover(nowMs int64) error {
 			seg.pending++
 			w.pending++
 			w.place(start+int64(off), u, nowMs)
+			if u.flags&flagCancel != 0 {
+				w.cancels = append(w.cancels, u.entry())
+			}
 		}
 		if i == len(starts)-1 {
 			w.writePos = end
@@ -222,6 +231,20 @@ func (w *Wheel) EnqueueOffset() int64 { return w.enqueueOffset }
 // added; it is persisted by the next Flush.
 func (w *Wheel) SetEnqueueOffset(off int64) { w.enqueueOffset = max(w.enqueueOffset, off) }
 
+// RecoveredCancels returns the cancel markers that were pending when Open
+// ran (oldest first), for the caller to rebuild what it keeps of them; a
+// second call returns nil.
+func (w *Wheel) RecoveredCancels() []Entry {
+	c := w.cancels
+	w.cancels = nil
+	return c
+}
+
+// entry is the Entry a unit holds.
+func (u *unit) entry() Entry {
+	return Entry{DeliverMs: u.deliverMs, CommitLogOffset: u.commitLog, Size: u.size, QueueOffset: u.queueOffset, Cancel: u.flags&flagCancel != 0}
+}
+
 // Pending returns the number of entries not handed over yet.
 func (w *Wheel) Pending() int { return w.pending }
 
@@ -232,8 +255,11 @@ func (w *Wheel) Add(e Entry, now time.Time) error {
 	}
 	nowMs := now.UnixMilli()
 	u := unit{deliverMs: e.DeliverMs, fireMs: e.DeliverMs, commitLog: e.CommitLogOffset, queueOffset: e.QueueOffset, size: e.Size, prevPos: -1}
+	if e.Cancel {
+		u.flags = flagCancel
+	}
 	if limit := nowMs + w.cfg.RollWindow.Milliseconds(); u.fireMs > limit {
-		u.fireMs, u.flags = limit, flagRoll
+		u.fireMs, u.flags = limit, u.flags|flagRoll
 	}
 	pos, err := w.append(u)
 	if err != nil {
@@ -281,7 +307,7 @@ func (w *Wheel) unitAt(pos int64) ([]byte, *segment, error) {
 func (w *Wheel) place(pos int64, u unit, nowMs int64) {
 	slotTime := u.fireMs - u.fireMs%w.precMs
 	if slotTime < w.cur {
-		w.batch = append(w.batch, item{fireMs: u.fireMs, pos: pos})
+		w.batch = append(w.batch, item{fireMs: u.fireMs, pos: pos, cancel: u.flags&flagCancel != 0})
 		w.sorted = false
 		return
 	}
@@ -329,7 +355,7 @@ func (w *Wheel) advance(nowMs int64) {
 					break
 				}
 				if u.flags&flagDone == 0 {
-					w.batch = append(w.batch, item{fireMs: u.fireMs, pos: pos})
+					w.batch = append(w.batch, item{fireMs: u.fireMs, pos: pos, cancel: u.flags&flagCancel != 0})
 					w.sorted = false
 				}
 				pos = u.prevPos
@@ -356,10 +382,14 @@ func (w *Wheel) sortBatch() {
 		return
 	}
 	sort.Slice(w.batch, func(i, j int) bool {
-		if w.batch[i].fireMs != w.batch[j].fireMs {
-			return w.batch[i].fireMs < w.batch[j].fireMs
+		a, b := &w.batch[i], &w.batch[j]
+		if a.fireMs != b.fireMs {
+			return a.fireMs < b.fireMs
 		}
-		return w.batch[i].pos < w.batch[j].pos
+		if a.cancel != b.cancel {
+			return b.cancel // markers last (package doc, Cancels)
+		}
+		return a.pos < b.pos
 	})
 	w.sorted = true
 }
@@ -386,7 +416,7 @@ func (w *Wheel) Fire(now time.Time, deliver func(Entry) error) error {
 		if !ok || u.flags&flagDone != 0 {
 			continue
 		}
-		e := Entry{DeliverMs: u.deliverMs, CommitLogOffset: u.commitLog, Size: u.size, QueueOffset: u.queueOffset}
+		e := u.entry()
 		if u.flags&flagRoll != 0 && u.deliverMs > nowMs {
 			// Still not due: stored anew by Roll, or appended again, nearer
 			// (or for real).

@@ -332,3 +332,40 @@ func TestWheelRollCallback(t *testing.T) {
 	assert.Equal(t, []int64{1, 2, 1, 2}, rolled)
 	assert.Zero(t, w.Pending(), "moved: the copy comes back through Add")
 }
+
+// TestWheelCancelMarkers: a cancel marker keeps its flag through a roll and
+// a restart, is handed over after the other entries of its millisecond even
+// when added first, and RecoveredCancels reports the markers pending at
+// Open, once.
+func TestWheelCancelMarkers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Dir: dir, Precision: 100 * time.Millisecond, RollWindow: time.Second}
+	w, err := Open(cfg, t0)
+	require.NoError(t, err)
+	marker := func(deliver time.Time, q int64) Entry { e := entry(deliver, q); e.Cancel = true; return e }
+	require.NoError(t, w.Add(marker(at(500), 0), t0))
+	require.NoError(t, w.Add(entry(at(500), 1), t0))
+	require.NoError(t, w.Add(marker(at(2500), 2), t0)) // rolls
+	require.NoError(t, w.Add(entry(at(700), 3), t0))
+	assert.Nil(t, w.RecoveredCancels(), "nothing recovered in a new wheel")
+	require.NoError(t, w.Close())
+
+	w = mustOpen(t, cfg, t0)
+	rec := w.RecoveredCancels()
+	require.Len(t, rec, 2)
+	assert.Equal(t, marker(at(500), 0), rec[0])
+	assert.Equal(t, marker(at(2500), 2), rec[1])
+	assert.Nil(t, w.RecoveredCancels(), "reported once")
+
+	var got []Entry
+	for ms := int64(0); ms <= 2500; ms += 50 {
+		require.NoError(t, w.Fire(at(ms), func(e Entry) error { got = append(got, e); return nil }))
+	}
+	require.Len(t, got, 4)
+	assert.Equal(t, []Entry{entry(at(500), 1), marker(at(500), 0), entry(at(700), 3), marker(at(2500), 2)}, got,
+		"the marker of a millisecond after its other entries; the flag kept through the roll")
+	require.NoError(t, w.Flush())
+	require.NoError(t, w.Close())
+	w = mustOpen(t, cfg, at(2600))
+	assert.Empty(t, w.RecoveredCancels(), "markers handed over are done")
+}

@@ -4,7 +4,7 @@ BIN     := bin
 DATA    ?= $(CURDIR)/data
 LAYOUT  ?= 2m-2s-sync
 
-.PHONY: all build run run-cluster test race lint fuzz bench bench-matrix clean
+.PHONY: all build run run-cluster test race lint fuzz bench bench-matrix failover-bench clean
 
 all: build
 
@@ -35,6 +35,9 @@ bench:
 
 bench-matrix:
 	scripts/bench.sh $(BENCH_OUT)
+
+failover-bench:
+	scripts/failover-bench.sh $(or $(KILLS),20) $(FAILOVER_OUT)
 
 clean:
 	rm -rf $(BIN)

@@ -179,7 +179,7 @@ func (b *Broker) adminGetBrokerRuntimeInfo(_ *remoting.Conn, req *remoting.Comma
 		"sendThreadPoolQueueSize":  strconv.Itoa(b.pools.Send.Queued()),
 		"pullThreadPoolQueueSize":  strconv.Itoa(b.pools.Pull.Queued()),
 		"queryThreadPoolQueueSize": strconv.Itoa(b.pools.Query.Queued()),
-		"brokerRole":               b.cfg.BrokerRole,
+		"brokerRole":               b.roleName(),
 		"flushDiskType":            b.cfg.FlushDiskType,
 		"diskFull":                 strconv.FormatBool(s.DiskFull()),
 		"topicCount":               strconv.Itoa(len(b.topics.Names())),

@@ -85,10 +85,17 @@ type Broker struct {
 	bootTime time.Time
 	stats    *brokerStats // put and get counters, sampled by statsLoop (stats.go)
 
-	nsClient    *remoting.Client
-	registerNow chan struct{} // wakes registerLoop after a topic change
+	nsClient     *remoting.Client
+	registerNow  chan struct{} // wakes registerLoop after a topic change
+	registeredID atomic.Int64  // the brokerId last registered with the nameservers
 
 	ha replication // the HA master or slave (ha.go)
+	// acceptWrites says this broker takes sends: a master by brokerRole,
+	// or in controller mode the controller's master within its lease
+	// (controller_mode.go). Sends, send-backs and transaction ends are
+	// refused without it; the store refuses puts too.
+	acceptWrites atomic.Bool
+	ctl          ctlState // controller mode (controller_mode.go)
 
 	acl *acl.Validator // the ACL rules when aclEnable (acl.go), else nil
 
@@ -135,6 +142,8 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		stats:       newBrokerStats(),
 		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
+	b.ctl.notify = make(chan replicaInfo, 1)
+	b.registeredID.Store(cfg.BrokerID)
 	b.stopCtx, b.cancelStop = context.WithCancel(context.Background())
 	b.setStoreHost(uint16(cfg.ListenPort))
 	b.topics = NewTopicConfigManager(cfg, filepath.Join(cfg.StorePathRootDir, "config", "topics.json"), log)
@@ -211,6 +220,7 @@ func (b *Broker) registerProcessors() {
 	b.registerDelayOffsetProcessor()
 	b.registerACLProcessors()
 	b.registerMonitorProcessors()
+	b.registerControllerProcessors()
 }
 
 // Start opens the store, loads the metadata, starts the consume side,
@@ -257,12 +267,15 @@ func (b *Broker) Start() error {
 	if err := b.consume.start(); err != nil {
 		return fail(fmt.Errorf("broker: start consume side: %w", err))
 	}
-	if err := b.startDelayServices(); err != nil {
-		return fail(err)
+	if !b.cfg.EnableControllerMode { // there they run while master only
+		if err := b.startDelayServices(); err != nil {
+			return fail(err)
+		}
 	}
 	if err := b.startReplication(); err != nil {
 		return fail(err)
 	}
+	b.acceptWrites.Store(!b.cfg.IsSlave() && !b.cfg.EnableControllerMode)
 	if err := b.server.Start(); err != nil {
 		return fail(fmt.Errorf("broker: %w", err))
 	}
@@ -271,6 +284,8 @@ func (b *Broker) Start() error {
 		return fail(err)
 	}
 	b.setStoreHost(port)
+	// In controller mode the broker registers with the nameservers once
+	// the controller gave it a role (registerAll waits for it).
 	ctx, cancel := context.WithTimeout(context.Background(), b.registerTimeout())
 	b.registerAll(ctx)
 	cancel()
@@ -279,7 +294,14 @@ func (b *Broker) Start() error {
 	go b.statsLoop()
 	if b.cfg.IsSlave() {
 		b.wg.Add(1)
-		go b.slaveSyncLoop()
+		go func() {
+			defer b.wg.Done()
+			b.slaveSyncLoop(nil)
+		}()
+	}
+	if b.cfg.EnableControllerMode {
+		b.wg.Add(1)
+		go b.controllerLoop()
 	}
 	b.log.WithFields(logrus.Fields{"addr": b.Addr(), "namesrv": b.cfg.NamesrvAddr}).Info("broker started")
 	b.logRole()
@@ -300,6 +322,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 		close(b.stop)
 		b.cancelStop()
 		b.wg.Wait()
+		b.ctl.slaveWG.Wait() // controller mode's slave sync: ends with stop
+		b.ctl.writableMu.Lock()
+		if b.ctl.fence != nil {
+			b.ctl.fence.Stop()
+		}
+		b.ctl.writableMu.Unlock()
+		b.acceptWrites.Store(false)
 		var errs []error
 		if started && storeOpen {
 			b.unregisterAll(ctx)
@@ -343,11 +372,13 @@ func (b *Broker) Shutdown(ctx context.Context) error {
 // (the store is open, the topics and consumer state loaded). A slave runs
 // none of them: they write messages (deliveries, check-backs), and a slave's
 // commitlog must hold exactly its master's bytes; their progress comes from
-// the master (slaveSyncLoop).
+// the master (slaveSyncLoop). In controller mode they start each time the
+// broker becomes master and stop when it is no longer.
 func (b *Broker) startDelayServices() error {
 	if b.cfg.IsSlave() {
 		return nil
 	}
+
 	if err := b.schedule.start(); err != nil {
 		return fmt.Errorf("broker: start schedule service: %w", err)
 	}

@@ -3,10 +3,12 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
 
@@ -22,24 +24,31 @@ import (
 // the master's HA address by haMasterAddress or by the nameservers'
 // REGISTER_BROKER answers (onRegistered).
 
-// replication is a broker's side of replication: a master or a slave.
+// replication is a broker's side of replication: a master or a slave, or
+// neither. Outside controller mode the role is fixed at start; in
+// controller mode the role switch (controller_mode.go) replaces them at
+// runtime, so readers load them atomically.
 type replication struct {
-	master *ha.Master // nil on a slave
-	slave  *ha.Slave  // nil on a master
+	master atomic.Pointer[ha.Master] // nil unless master
+	slave  atomic.Pointer[ha.Slave]  // nil unless following a master
+	// port is the HA port a controller-mode broker listens on whenever it
+	// is master, fixed at start so the address the controller hands to
+	// slaves stays valid (0: listenPort+1).
+	port int
 }
 
 // startReplication starts the HA master or slave for the broker's role.
-// The store is open; the remoting server is not listening yet.
+// The store is open; the remoting server is not listening yet. In
+// controller mode nothing starts here: the controller decides the role.
 func (b *Broker) startReplication() error {
-	hc := b.cfg.HAConfig()
-	log := b.log.WithField("component", "ha")
+	if b.cfg.EnableControllerMode {
+		return b.reserveHAPort()
+	}
 	if b.cfg.IsSlave() {
-		sl, err := ha.NewSlave(b.store, hc, log)
+		sl, err := b.startHASlave(0)
 		if err != nil {
-			return fmt.Errorf("broker: replication: %w", err)
+			return err
 		}
-		b.ha.slave = sl
-		sl.Start()
 		if a := b.cfg.HaMasterAddress; a != "" {
 			// A configured address wins over the nameservers' answers.
 			sl.SetMasterAddress(a)
@@ -48,36 +57,74 @@ func (b *Broker) startReplication() error {
 		}
 		return nil
 	}
-	m, err := ha.NewMaster(b.store, hc, log)
+	m, err := b.startHAMaster()
 	if err != nil {
-		return fmt.Errorf("broker: replication: %w", err)
+		return err
 	}
-	if err := m.Start(b.haListenAddr()); err != nil {
-		return fmt.Errorf("broker: replication: listen on %s (listenPort+1): %w", b.haListenAddr(), err)
-	}
-	b.ha.master = m
 	if b.cfg.BrokerRole == conf.RoleSyncMaster {
 		b.store.SetReplicaWaiter(m.WaitReplicated)
 	}
 	return nil
 }
 
+// startHASlave starts following (no master address yet), as replica id
+// (0: none sent).
+func (b *Broker) startHASlave(replicaID int64) (*ha.Slave, error) {
+	hc := b.cfg.HAConfig()
+	hc.ReplicaID = replicaID
+	sl, err := ha.NewSlave(b.store, hc, b.log.WithField("component", "ha"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: replication: %w", err)
+	}
+	b.ha.slave.Store(sl)
+	sl.Start()
+	return sl, nil
+}
+
+// startHAMaster listens for slaves on the HA port.
+func (b *Broker) startHAMaster() (*ha.Master, error) {
+	m, err := ha.NewMaster(b.store, b.cfg.HAConfig(), b.log.WithField("component", "ha"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: replication: %w", err)
+	}
+	if err := m.Start(b.haListenAddr()); err != nil {
+		return nil, fmt.Errorf("broker: replication: listen on %s (listenPort+1): %w", b.haListenAddr(), err)
+	}
+	b.ha.master.Store(m)
+	return m, nil
+}
+
 // stopReplication stops the HA master or slave; the store stays open.
 func (b *Broker) stopReplication(ctx context.Context) error {
-	switch {
-	case b.ha.master != nil:
+	var errs []error
+	if m := b.ha.master.Swap(nil); m != nil {
 		b.store.SetReplicaWaiter(nil)
-		return b.ha.master.Shutdown(ctx)
-	case b.ha.slave != nil:
-		return b.ha.slave.Shutdown(ctx)
+		errs = append(errs, m.Shutdown(ctx))
 	}
-	return nil
+	if sl := b.ha.slave.Swap(nil); sl != nil {
+		errs = append(errs, sl.Shutdown(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// reserveHAPort fixes the HA port of a controller-mode broker started on
+// listenPort 0 (tests): a free port now, listened on whenever it is master.
+func (b *Broker) reserveHAPort() error {
+	if b.cfg.ListenPort > 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(b.cfg.BindAddress, "0"))
+	if err != nil {
+		return fmt.Errorf("broker: reserve an HA port: %w", err)
+	}
+	b.ha.port = l.Addr().(*net.TCPAddr).Port
+	return l.Close()
 }
 
 // haListenAddr is where the master listens for slaves: the bind address
 // and listenPort+1, or any free port when listenPort is 0 (tests).
 func (b *Broker) haListenAddr() string {
-	port := 0
+	port := b.ha.port
 	if b.cfg.ListenPort > 0 {
 		port = b.cfg.ListenPort + 1
 	}
@@ -94,8 +141,11 @@ func (b *Broker) haServerAddr() string {
 		}
 	}
 	port := b.StoreHost().Port() + 1
-	if b.ha.master != nil {
-		if ta, ok := b.ha.master.Addr().(*net.TCPAddr); ok {
+	if b.ha.port > 0 {
+		port = uint16(b.ha.port)
+	}
+	if m := b.ha.master.Load(); m != nil {
+		if ta, ok := m.Addr().(*net.TCPAddr); ok {
 			port = uint16(ta.Port)
 		}
 	}
@@ -105,9 +155,10 @@ func (b *Broker) haServerAddr() string {
 // haStatus builds the replication figures of this broker.
 func (b *Broker) haStatus() protocol.HARuntimeInfo {
 	var info protocol.HARuntimeInfo
+	master, slave := b.ha.master.Load(), b.ha.slave.Load()
 	switch {
-	case b.ha.master != nil:
-		st := b.ha.master.Status()
+	case master != nil:
+		st := master.Status()
 		info.Master = true
 		info.MasterCommitLogMaxOffset = st.MaxOffset
 		info.HAConnectionInfo = []protocol.HAConnectionRuntimeInfo{}
@@ -121,8 +172,8 @@ func (b *Broker) haStatus() protocol.HARuntimeInfo {
 				TransferFromWhere: c.AckOffset, ConnectedSince: c.ConnectedSince.UnixMilli(), Compressed: c.Compressed,
 			})
 		}
-	case b.ha.slave != nil:
-		st := b.ha.slave.Status()
+	case slave != nil:
+		st := slave.Status()
 		info.MasterCommitLogMaxOffset = st.MasterMaxOffset
 		info.HAClientRuntimeInfo = protocol.HAClientRuntimeInfo{
 			MasterAddr: st.MasterAddr, MaxOffset: st.MaxOffset, IsActivated: st.State == ha.SlaveFollowing,
@@ -146,9 +197,10 @@ func (b *Broker) processGetHAStatus(_ *remoting.Conn, req *remoting.Command) (*r
 // haRuntimeFields are the replication entries of GET_BROKER_RUNTIME_INFO,
 // under RocketMQ's names where it has them.
 func (b *Broker) haRuntimeFields(kv map[string]string) {
+	master, slave := b.ha.master.Load(), b.ha.slave.Load()
 	switch {
-	case b.ha.master != nil:
-		st := b.ha.master.Status()
+	case master != nil:
+		st := master.Status()
 		kv["haServerAddr"] = b.haServerAddr()
 		kv["slaveNum"] = strconv.Itoa(len(st.Slaves))
 		kv["push2SlaveMaxOffset"] = strconv.FormatInt(st.Push2SlaveMaxOffset, 10)
@@ -157,8 +209,8 @@ func (b *Broker) haRuntimeFields(kv map[string]string) {
 			behind = max(0, st.MaxOffset-st.Push2SlaveMaxOffset)
 		}
 		kv["slaveFallBehindMuch"] = strconv.FormatInt(behind, 10)
-	case b.ha.slave != nil:
-		st := b.ha.slave.Status()
+	case slave != nil:
+		st := slave.Status()
 		kv["masterAddr"] = b.MasterAddr()
 		kv["haMasterAddr"] = st.MasterAddr
 		kv["haState"] = string(st.State)
@@ -173,10 +225,12 @@ func (b *Broker) haRuntimeFields(kv map[string]string) {
 func (b *Broker) logRole() {
 	log := b.log.WithField("role", b.cfg.BrokerRole)
 	switch {
-	case b.ha.master != nil:
+	case b.cfg.EnableControllerMode:
+		log.WithField("controllerAddr", b.cfg.ControllerAddr).Info("controller mode: the controller decides whether this broker is master or slave")
+	case b.ha.master.Load() != nil:
 		log.WithFields(logrus.Fields{"haServerAddr": b.haServerAddr(), "syncDoubleWrite": b.cfg.BrokerRole == conf.RoleSyncMaster}).
 			Info("serving slaves")
-	case b.ha.slave != nil:
+	case b.ha.slave.Load() != nil:
 		log.WithField("haMasterAddress", b.cfg.HaMasterAddress).Info("following a master (address from haMasterAddress or the nameservers)")
 	}
 }

@@ -103,7 +103,7 @@ func TestReplicationSyncMasterWaitsForSlave(t *testing.T) {
 	assert.NotEmpty(t, h.MsgID, "stored on the master: the answer names the message")
 
 	slave := mustStartSlave(t, ns.Addr(), nil)
-	require.Eventually(t, func() bool { return len(master.ha.master.Status().Slaves) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(master.ha.master.Load().Status().Slaves) == 1 }, 10*time.Second, 5*time.Millisecond)
 	for i := range 20 {
 		resp := haSend(t, cl, master.Addr(), "SYNC", fmt.Sprintf("s%d", i))
 		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
@@ -132,7 +132,7 @@ func TestReplicationSyncMasterSlaveTimeout(t *testing.T) {
 	binary.BigEndian.PutUint64(report[:], uint64(master.Store().CommitLog().MaxOffset()))
 	_, err = conn.Write(report[:])
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return len(master.ha.master.Status().Slaves) == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(master.ha.master.Load().Status().Slaves) == 1 }, 10*time.Second, 5*time.Millisecond)
 	go func() { // drain the pushes so the master never blocks on the socket
 		buf := make([]byte, 64<<10)
 		for {

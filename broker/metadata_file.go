@@ -65,9 +65,21 @@ func writeMetadataJSON(path, what string, v any) error {
 // the service's own (s.stop in a loop's select); build it as
 // serviceLoops{stop: make(chan struct{})}.
 type serviceLoops struct {
-	stop chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	stopped bool // stopLoops ran: rearm makes the service startable again
+}
+
+// rearm readies a stopped service to run its loops again (a broker that
+// becomes master again in controller mode). Call it only while none of its
+// loops runs, from the goroutine that starts and stops the service.
+func (l *serviceLoops) rearm() {
+	if l.stopped {
+		l.stop = make(chan struct{})
+		l.once = sync.Once{}
+		l.stopped = false
+	}
 }
 
 // goLoop runs loop in a goroutine that stopLoops waits for.
@@ -83,6 +95,7 @@ func (l *serviceLoops) goLoop(loop func()) {
 // time only.
 func (l *serviceLoops) stopLoops(last func()) {
 	l.once.Do(func() {
+		l.stopped = true
 		close(l.stop)
 		l.wg.Wait()
 		if last != nil {

@@ -177,7 +177,7 @@ func (cs *consumeState) executePull(pr *pullRequest, allowSuspend bool) (resp *r
 	if err != nil {
 		return remoting.NewResponse(pr.req, remoting.SystemError, "store getMessage failed: "+err.Error()), nil
 	}
-	slave := cs.b.cfg.IsSlave()
+	slave := !cs.b.acceptWrites.Load()
 	code, remark := pullCode(res.Status, h.QueueOffset)
 	next := res.NextBeginOffset
 	if code == remoting.PullOffsetMoved && slave {

@@ -63,17 +63,22 @@ func (b *Broker) registerAll(ctx context.Context) {
 	if len(addrs) == 0 {
 		return
 	}
+	if b.cfg.EnableControllerMode && b.ctlRoleNow() == roleUnknown {
+		return // no role from the controller yet: clients must not see this broker
+	}
 	body, err := b.registerBody()
 	if err != nil {
 		b.log.WithError(err).Error("cannot encode the registration body")
 		return
 	}
+	id := b.registerID()
+	b.registeredID.Store(id)
 	hdr := protocol.RegisterBrokerRequestHeader{
 		BrokerName:   b.cfg.BrokerName,
 		BrokerAddr:   b.Addr(),
 		ClusterName:  b.cfg.BrokerClusterName,
 		HaServerAddr: b.haServerAddr(),
-		BrokerID:     b.cfg.BrokerID,
+		BrokerID:     id,
 		Compressed:   b.cfg.CompressedRegister,
 		BodyCrc32:    protocol.BodyCRC32(body),
 	}
@@ -88,7 +93,7 @@ func (b *Broker) registerAll(ctx context.Context) {
 // replication) there. An answer without them (the master is gone from the
 // nameserver) changes nothing: the slave keeps trying the last master.
 func (b *Broker) onRegistered(resp *remoting.Command) {
-	if !b.cfg.IsSlave() {
+	if !b.cfg.IsSlave() { // in controller mode the controller names the master
 		return
 	}
 	var h protocol.RegisterBrokerResponseHeader
@@ -116,6 +121,16 @@ func (b *Broker) setMasterAddrs(master, ha string) {
 	}
 }
 
+// registerID is the brokerId registered with the nameservers: brokerId, or
+// in controller mode 0 while this broker is the controller's master (and
+// takes writes), so clients find the group's master where they look for it.
+func (b *Broker) registerID() int64 {
+	if b.cfg.EnableControllerMode && b.acceptWrites.Load() {
+		return protocol.MasterID
+	}
+	return b.cfg.BrokerID
+}
+
 // MasterAddr returns the address of the master a slave follows ("" when not
 // known yet, and on a master).
 func (b *Broker) MasterAddr() string {
@@ -136,7 +151,7 @@ func (b *Broker) unregisterAll(ctx context.Context) {
 		BrokerName:  b.cfg.BrokerName,
 		BrokerAddr:  b.Addr(),
 		ClusterName: b.cfg.BrokerClusterName,
-		BrokerID:    b.cfg.BrokerID,
+		BrokerID:    b.registeredID.Load(), // as last registered (controller mode: 0 or its own)
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.registerTimeout())
 	defer cancel()

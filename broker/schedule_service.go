@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -123,8 +124,11 @@ func (s *scheduleService) load() error {
 	if err != nil {
 		return err
 	}
+	// Built aside and swapped in under mu: in controller mode start runs
+	// while GET_ALL_DELAY_OFFSET is served (a replica becoming master).
+	offsets := make(map[int32]int64, len(t.OffsetTable))
 	for k, v := range t.OffsetTable {
-		s.offsets[k] = v
+		offsets[k] = v
 	}
 	st := s.b.store
 	// Queues of levels no longer configured (messageDelayLevel shortened
@@ -145,7 +149,7 @@ func (s *scheduleService) load() error {
 		level := int32(i + 1)
 		qid := level - 1
 		minOff, maxOff := st.MinOffsetInQueue(ScheduleTopic, qid), st.MaxOffsetInQueue(ScheduleTopic, qid)
-		off, ok := s.offsets[level]
+		off, ok := offsets[level]
 		switch {
 		case !ok || off < minOff:
 			off = minOff
@@ -153,8 +157,12 @@ func (s *scheduleService) load() error {
 			s.log.WithFields(logrus.Fields{"level": level, "offset": off, "max": maxOff}).Warn("delay offset beyond its queue, corrected")
 			off = maxOff
 		}
-		s.offsets[level] = off
+		offsets[level] = off
 	}
+	s.mu.Lock()
+	clear(s.offsets)
+	maps.Copy(s.offsets, offsets)
+	s.mu.Unlock()
 	s.loaded = true
 	return nil
 }
@@ -186,6 +194,10 @@ func (s *scheduleService) persist(force bool) error {
 
 // start loads the offsets and starts scheduleLoop and the persist loop.
 func (s *scheduleService) start() error {
+	s.rearm()
+	// A restart (controller mode: master again) takes the offsets from the
+	// file, which the slave sync wrote from the master meanwhile; load
+	// replaces the whole table.
 	if err := s.load(); err != nil {
 		return err
 	}

@@ -360,9 +360,8 @@ func (b *Broker) replyLate(c *remoting.Conn, req *remoting.Command, resp *remoti
 // event loop (inline) a topic that must be created returns neither, for the
 // caller to hand the send to the pool.
 func (b *Broker) checkSend(c *remoting.Conn, req *remoting.Command, h *sendHeader, inline bool) (*protocol.TopicConfig, *remoting.Command) {
-	if b.cfg.IsSlave() {
-		return nil, respond(req, remoting.ServiceNotAvailable,
-			fmt.Sprintf("service not available now: the broker[%s] is a SLAVE and takes no writes; send to its master", b.ip))
+	if !b.acceptWrites.Load() {
+		return nil, respond(req, remoting.ServiceNotAvailable, b.notWritable())
 	}
 	if !protocol.IsWriteable(b.cfg.BrokerPermission) {
 		return nil, respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending message is forbidden (brokerPermission=%d has no write bit)",

@@ -57,7 +57,7 @@ func (b *Broker) processSendBack(c *remoting.Conn, req *remoting.Command) (*remo
 	if err := protocol.DecodeHeader(req.ExtFields, &h); err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
 	}
-	if b.cfg.IsSlave() || !protocol.IsWriteable(b.cfg.BrokerPermission) {
+	if !b.acceptWrites.Load() || !protocol.IsWriteable(b.cfg.BrokerPermission) {
 		return respond(req, remoting.NoPermission, fmt.Sprintf("the broker[%s] sending message is forbidden (slave or no write perm)", b.ip)), nil
 	}
 	group := b.findGroup(h.Group)

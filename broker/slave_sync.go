@@ -39,14 +39,16 @@ type slaveSyncState struct {
 var errNoMaster = errors.New("broker: the master's address is not known yet (learned from the nameserver's REGISTER_BROKER answer)")
 
 // slaveSyncLoop runs syncFromMaster on a SLAVE every slaveSyncInterval, and
-// at once when the master's address changes, until stop.
-func (b *Broker) slaveSyncLoop() {
-	defer b.wg.Done()
+// at once when the master's address changes, until the broker stops or
+// roleStop closes (controller mode: the broker is no longer a slave).
+func (b *Broker) slaveSyncLoop(roleStop <-chan struct{}) {
 	t := time.NewTimer(b.slaveSync.first)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
+			return
+		case <-roleStop:
 			return
 		case <-t.C:
 		case <-b.slaveSync.now:

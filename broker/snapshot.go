@@ -163,13 +163,16 @@ func (b *Broker) Stats() *StatsSnapshot {
 // replicationSnapshot reads the HA master's or slave's status.
 func (b *Broker) replicationSnapshot() ReplicationSnapshot {
 	var r ReplicationSnapshot
+	// Each pointer is read once: in controller mode the role can change
+	// while a snapshot is taken.
+	master, slave := b.ha.master.Load(), b.ha.slave.Load()
 	switch {
-	case b.ha.master != nil:
+	case master != nil:
 		r.Master = true
-		for _, c := range b.ha.master.Status().Slaves {
+		for _, c := range master.Status().Slaves {
 			r.Slaves = append(r.Slaves, SlaveLag{Addr: c.Addr, AckOffset: c.AckOffset, LagBytes: c.LagBytes})
 		}
-	case b.ha.slave != nil:
+	case slave != nil:
 		info := b.haStatus()
 		r.BehindMaster = -1
 		if info.MasterCommitLogMaxOffset >= 0 {

@@ -122,6 +122,7 @@ func (t *timerService) signal() {
 
 // start opens the wheel (relinking what is pending) and starts timerLoop.
 func (t *timerService) start() error {
+	t.rearm()
 	w, err := timer.Open(t.cfg, t.now())
 	if err != nil {
 		return fmt.Errorf("broker: open timer wheel: %w", err)

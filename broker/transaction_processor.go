@@ -42,7 +42,7 @@ func (b *Broker) processEndTransaction(c *remoting.Conn, req *remoting.Command) 
 	if err := protocol.DecodeHeader(req.ExtFields, &h); err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
 	}
-	if b.cfg.IsSlave() {
+	if !b.acceptWrites.Load() {
 		return respond(req, remoting.SlaveNotAvailable, "Transaction message cannot be ended on a slave broker"), nil
 	}
 	fields := logrus.Fields{"group": h.ProducerGroup, "halfOffset": h.TranStateTableOffset, "commitLogOffset": h.CommitLogOffset,

@@ -223,6 +223,17 @@ func (t *transactionService) persist(force bool) error {
 
 // start loads the state and starts transactionCheckLoop.
 func (t *transactionService) start() error {
+	t.rearm()
+	// A restart (controller mode: master again) starts from the state
+	// file and the op queue, as a fresh start does.
+	t.mu.Lock()
+	t.halfOffset, t.opOffset, t.loaded, t.dirty = 0, 0, false, false
+	clear(t.resolved)
+	clear(t.inflight)
+	clear(t.checkTimes)
+	clear(t.history)
+	t.historyQ, t.historyAt = nil, 0
+	t.mu.Unlock()
 	if err := t.load(); err != nil {
 		return err
 	}

@@ -377,7 +377,7 @@ func TestTransactionCommitOnSyncMasterWithoutSlave(t *testing.T) {
 	bcCreateTopic(t, b, "txS", 1)
 	h := t5SendHalf(t, cl, b, "pg", "txS", "one", nil) // t5SendHalf wants SEND_OK: sent before the role
 	t5WaitArrival(t, b, TransHalfTopic, 0, 1, 5*time.Second)
-	b.store.SetReplicaWaiter(b.ha.master.WaitReplicated) // what brokerRole=SYNC_MASTER sets up
+	b.store.SetReplicaWaiter(b.ha.master.Load().WaitReplicated) // what brokerRole=SYNC_MASTER sets up
 	resp := t5End(t, cl, b, "pg", h, message.TransactionCommitType)
 	assert.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
 	t5WaitArrival(t, b, "txS", 0, 1, 5*time.Second)

@@ -275,6 +275,40 @@ type BrokerConfig struct {
 	HaReconnectMaxInterval int64 `mapstructure:"haReconnectMaxInterval"`
 	// HaDialTimeout (ours) bounds a slave's connect to its master.
 	HaDialTimeout int64 `mapstructure:"haDialTimeout"`
+	// Controller mode (RocketMQ 5's keys; see the controller package).
+	// EnableControllerMode makes the broker take its role from the
+	// controller group at ControllerAddr instead of brokerRole/brokerId:
+	// it registers and heartbeats there, and becomes master or slave as
+	// the controller says. brokerId is then its fixed replica id (>= 1);
+	// as master it registers with the nameservers as brokerId 0. brokerRole
+	// says how it replicates when master: SYNC_MASTER or ASYNC_MASTER.
+	EnableControllerMode bool `mapstructure:"enableControllerMode"`
+	// ControllerAddr lists the controllers' remoting addresses,
+	// ';'-separated: the nameservers' with enableControllerInNamesrv, or
+	// each mqcontroller's listenPort (not the Raft peers' ports).
+	ControllerAddr string `mapstructure:"controllerAddr"`
+	// BrokerHeartbeatInterval is how often, in ms, the broker heartbeats to
+	// the controller leader (and learns role changes from its answer).
+	BrokerHeartbeatInterval int64 `mapstructure:"brokerHeartbeatInterval"`
+	// BrokerNotActiveTimeoutMillis: a broker not heard from this long
+	// counts as dead, and a dead master is replaced. It is also the
+	// master's lease: a master that got no heartbeat answer for this long
+	// (counted from when it sent the last answered one) refuses writes.
+	// RocketMQ 5's default is 10 s; ours 3 s, for failover within 5 s.
+	BrokerNotActiveTimeoutMillis int64 `mapstructure:"brokerNotActiveTimeoutMillis"`
+	// SendHeartbeatTimeoutMillis bounds one call to a controller, in ms.
+	SendHeartbeatTimeoutMillis int64 `mapstructure:"sendHeartbeatTimeoutMillis"`
+	// AllAckInSyncStateSet: a SYNC_MASTER in controller mode answers a send
+	// SEND_OK once every replica of the in-sync set has it, so whichever
+	// in-sync replica takes over holds every acknowledged message. Ours
+	// defaults to true (RocketMQ 5: false, one slave's ack). With false a
+	// send waits for one slave, as outside controller mode.
+	AllAckInSyncStateSet bool `mapstructure:"allAckInSyncStateSet"`
+	// HaMaxTimeSlaveNotCatchup is how long, in ms, a slave may stay behind
+	// its master (not once caught up) before the master drops it from the
+	// in-sync set.
+	HaMaxTimeSlaveNotCatchup int64 `mapstructure:"haMaxTimeSlaveNotCatchup"`
+
 	// SlaveReadEnable lets pull answers send consumers to a slave: one that
 	// lags (its data no longer in memory) to the group's
 	// whichBrokerWhenConsumeSlowly, others to the group's brokerId. When
@@ -402,6 +436,11 @@ func DefaultBrokerConfig() BrokerConfig {
 		TimerWheelEnable:                  true,
 		TimerMaxDelaySec:                  7 * 86400,
 		HaListenPort:                      10912,
+		BrokerHeartbeatInterval:           1000,
+		BrokerNotActiveTimeoutMillis:      3000,
+		SendHeartbeatTimeoutMillis:        1000,
+		AllAckInSyncStateSet:              true,
+		HaMaxTimeSlaveNotCatchup:          15000,
 
 		TLSConfig:       DefaultTLSConfig(),
 		ConnLimitConfig: DefaultConnLimitConfig(),
@@ -429,7 +468,9 @@ func (c *BrokerConfig) Validate() error {
 	}
 	switch c.BrokerRole {
 	case RoleAsyncMaster, RoleSyncMaster:
-		c.BrokerID = 0
+		if !c.EnableControllerMode { // there brokerId is the replica id
+			c.BrokerID = 0
+		}
 	}
 	if c.ListenPort > 0 {
 		c.HaListenPort = c.ListenPort + 1
@@ -462,11 +503,22 @@ func (c *BrokerConfig) Validate() error {
 			return bad("namesrvAddr", c.NamesrvAddr, "is not a ';'-separated list of ip:port, e.g. 127.0.0.1:9876;192.168.0.1:9876")
 		}
 	}
+	for _, a := range c.ControllerAddrs() {
+		if _, err := netip.ParseAddrPort(a); err != nil {
+			return bad("controllerAddr", c.ControllerAddr, "is not a ';'-separated list of ip:port, e.g. 127.0.0.1:9876;127.0.0.1:9877")
+		}
+	}
 	switch {
 	case c.BrokerRole != RoleAsyncMaster && c.BrokerRole != RoleSyncMaster && c.BrokerRole != RoleSlave:
 		return bad("brokerRole", c.BrokerRole, "is not ASYNC_MASTER, SYNC_MASTER or SLAVE")
-	case c.BrokerRole == RoleSlave && c.BrokerID <= 0:
+	case c.BrokerRole == RoleSlave && c.BrokerID <= 0 && !c.EnableControllerMode:
 		return bad("brokerId", c.BrokerID, "must be > 0 for a SLAVE")
+	case c.EnableControllerMode && c.BrokerID <= 0:
+		return bad("brokerId", c.BrokerID, "must be >= 1 with enableControllerMode: it is the broker's replica id in its group (the master registers with the nameservers as 0)")
+	case c.EnableControllerMode && c.BrokerRole == RoleSlave:
+		return bad("brokerRole", c.BrokerRole, "with enableControllerMode the controller decides who is master; brokerRole says how a master replicates: SYNC_MASTER or ASYNC_MASTER")
+	case c.EnableControllerMode && len(c.ControllerAddrs()) == 0:
+		return bad("controllerAddr", `""`, "must list the controllers (ip:port;ip:port) with enableControllerMode")
 	case c.BrokerID < 0:
 		return bad("brokerId", c.BrokerID, "must be >= 0")
 	case c.BrokerName == "" || !validName(c.BrokerName):
@@ -593,11 +645,19 @@ func (c *BrokerConfig) validateDurations(bad func(key string, v any, why string)
 		{"haReconnectMinInterval", c.HaReconnectMinInterval, 1, ms, "ms"},
 		{"haReconnectMaxInterval", c.HaReconnectMaxInterval, 1, ms, "ms"},
 		{"haDialTimeout", c.HaDialTimeout, 1, ms, "ms"},
+		{"brokerHeartbeatInterval", c.BrokerHeartbeatInterval, 10, ms, "ms"},
+		{"brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis, 100, ms, "ms"},
+		{"sendHeartbeatTimeoutMillis", c.SendHeartbeatTimeoutMillis, 1, ms, "ms"},
+		{"haMaxTimeSlaveNotCatchup", c.HaMaxTimeSlaveNotCatchup, 1, ms, "ms"},
 	}
 	for _, k := range keys {
 		if most := maxConfigMillis / k.unit; k.v < k.least || k.v > most {
 			return bad(k.key, k.v, fmt.Sprintf("must be %d-%d (%s, at most a year)", k.least, most, k.unitName))
 		}
+	}
+	if c.EnableControllerMode && c.BrokerNotActiveTimeoutMillis < 2*c.BrokerHeartbeatInterval {
+		return bad("brokerNotActiveTimeoutMillis", c.BrokerNotActiveTimeoutMillis,
+			fmt.Sprintf("must be at least twice brokerHeartbeatInterval (%d ms): one late heartbeat must not depose a master", c.BrokerHeartbeatInterval))
 	}
 	if c.FileReservedTime < 1 || c.FileReservedTime > maxFileReservedHours {
 		return bad("fileReservedTime", c.FileReservedTime, fmt.Sprintf("must be 1-%d hours", maxFileReservedHours))
@@ -690,6 +750,17 @@ func (c *BrokerConfig) NamesrvAddrs() []string {
 	return out
 }
 
+// ControllerAddrs splits ControllerAddr on ';', dropping blanks.
+func (c *BrokerConfig) ControllerAddrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.ControllerAddr, ";") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // ListenAddr is bindAddress:listenPort.
 func (c *BrokerConfig) ListenAddr() string {
 	return fmt.Sprintf("%s:%d", c.BindAddress, c.ListenPort)
@@ -709,8 +780,9 @@ func (c *BrokerConfig) AclFilePath() (string, error) {
 	return filepath.Join(c.RocketmqHome, c.AclPlainFile), nil
 }
 
-// IsSlave reports whether brokerRole is SLAVE.
-func (c *BrokerConfig) IsSlave() bool { return c.BrokerRole == RoleSlave }
+// IsSlave reports whether brokerRole is SLAVE. In controller mode the
+// controller decides the role at runtime: this is always false there.
+func (c *BrokerConfig) IsSlave() bool { return c.BrokerRole == RoleSlave && !c.EnableControllerMode }
 
 // StoreConfig builds the store's configuration from the store keys.
 // StoreHost is brokerIP1:listenPort (127.0.0.1 when brokerIP1 is unset); the
@@ -742,7 +814,9 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 	sc.DeleteFilesInterval = ms(int64(c.DeleteCommitLogFilesInterval))
 	sc.DestroyMappedFileForce = ms(int64(c.DestroyMapedFileIntervalForcibly))
 	sc.CleanResourceInterval = ms(int64(c.CleanResourceInterval))
-	sc.Slave = c.IsSlave()
+	// In controller mode the store refuses puts until the controller
+	// makes this broker master.
+	sc.Slave = c.IsSlave() || c.EnableControllerMode
 	ip, err := netip.ParseAddr(c.BrokerIP1)
 	if err != nil {
 		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})

@@ -62,6 +62,13 @@ type NamesrvConfig struct {
 	// before it is dropped with its queue data.
 	BrokerChannelExpiredTime int64 `mapstructure:"brokerChannelExpiredTime"`
 
+	// EnableControllerInNamesrv runs a member of the controller group in
+	// this nameserver (RocketMQ 5's key): brokers in controller mode reach
+	// it on the nameserver's port; the controller keys below configure it,
+	// and scanNotActiveBrokerInterval applies to it too.
+	EnableControllerInNamesrv bool `mapstructure:"enableControllerInNamesrv"`
+	ControllerKeys            `mapstructure:",squash"`
+
 	// TLS on the listening port (and the broker's own calls), and the caps
 	// on connections: see TLSConfig and ConnLimitConfig.
 	TLSConfig       `mapstructure:",squash"`
@@ -100,6 +107,7 @@ func DefaultNamesrvConfig() NamesrvConfig {
 		UseEpollNativeSelector:             false,
 		ScanNotActiveBrokerInterval:        10_000,
 		BrokerChannelExpiredTime:           120_000,
+		ControllerKeys:                     DefaultControllerKeys(),
 		TLSConfig:                          DefaultTLSConfig(),
 		ConnLimitConfig:                    DefaultConnLimitConfig(),
 		MetricsConfig:                      DefaultMetricsConfig(),
@@ -141,6 +149,11 @@ func (c *NamesrvConfig) Validate() error {
 		return bad("scanNotActiveBrokerInterval", c.ScanNotActiveBrokerInterval, fmt.Sprintf("must be 1-%d ms", maxConfigMillis))
 	case c.BrokerChannelExpiredTime < 1 || c.BrokerChannelExpiredTime > maxConfigMillis:
 		return bad("brokerChannelExpiredTime", c.BrokerChannelExpiredTime, fmt.Sprintf("must be 1-%d ms", maxConfigMillis))
+	}
+	if c.EnableControllerInNamesrv {
+		if err := c.ControllerKeys.validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.TLSConfig.validate(); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -191,7 +192,7 @@ type driverPull struct {
 // shuts every client down. It returns the process exit code.
 func runDriver(in io.Reader, out io.Writer) int {
 	d := &driver{
-		ns:        primitive.NamesrvAddr{os.Getenv(envNamesrv)},
+		ns:        primitive.NamesrvAddr(strings.Split(os.Getenv(envNamesrv), ";")), // several: "a;b;c"
 		out:       json.NewEncoder(out),
 		producers: map[string]rocketmq.Producer{},
 		pushes:    map[string]rocketmq.PushConsumer{},

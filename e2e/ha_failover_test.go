@@ -59,6 +59,9 @@ type driverSends struct {
 	stored    map[string]SendRes // SendFlushSlaveTimeout, SendSlaveNotAvailable...
 	failed    map[string]failedSend
 	perBroker map[string]int // SEND_OKs by broker name
+	// failPause is how long a sender of run waits after a failed send
+	// (0: none), so a dead broker is not hammered in a tight loop.
+	failPause time.Duration
 }
 
 // failedSend is a send the client returned an error for.
@@ -142,6 +145,13 @@ func (s *driverSends) run(t *testing.T, p *RemoteProducer, topic, prefix string,
 					s.stored[id] = r
 				}
 				s.mu.Unlock()
+				if err != nil && s.failPause > 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(s.failPause):
+					}
+				}
 			}
 		}()
 	}

@@ -112,6 +112,10 @@ func (ns *NameServer) Start() error {
 // listenPort was 0). Valid after Start.
 func (ns *NameServer) Addr() string { return ns.srv.Addr() }
 
+// Server is the remoting server, for processors of a controller run in
+// this nameserver (enableControllerInNamesrv); route them before Start.
+func (ns *NameServer) Server() *remoting.Server { return ns.srv }
+
 // Routes is the route table, for in-process inspection.
 func (ns *NameServer) Routes() *RouteInfoManager { return ns.routes }
 

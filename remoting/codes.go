@@ -106,6 +106,20 @@ const (
 	GetTopicConfig                  RequestCode = 351 // GET_TOPIC_CONFIG
 	GetSubscriptionGroupConfig      RequestCode = 352 // GET_SUBSCRIPTIONGROUP_CONFIG
 	GetBrokerHAStatus               RequestCode = 907 // GET_BROKER_HA_STATUS (RocketMQ 5)
+
+	// Controller mode (RocketMQ 5's codes). A broker heartbeats to and
+	// registers with the controller leader; tools read and change the
+	// replica state there; the controller pushes role changes to brokers,
+	// and a slave asks its new master for its epochs.
+	BrokerHeartbeat             RequestCode = 904  // BROKER_HEARTBEAT
+	ControllerAlterSyncStateSet RequestCode = 1001 // CONTROLLER_ALTER_SYNC_STATE_SET
+	ControllerElectMaster       RequestCode = 1002 // CONTROLLER_ELECT_MASTER
+	ControllerRegisterBroker    RequestCode = 1003 // CONTROLLER_REGISTER_BROKER
+	ControllerGetReplicaInfo    RequestCode = 1004 // CONTROLLER_GET_REPLICA_INFO
+	ControllerGetMetadataInfo   RequestCode = 1005 // CONTROLLER_GET_METADATA_INFO
+	ControllerGetSyncStateData  RequestCode = 1006 // CONTROLLER_GET_SYNC_STATE_DATA
+	GetBrokerEpochCache         RequestCode = 1007 // GET_BROKER_EPOCH_CACHE
+	NotifyBrokerRoleChanged     RequestCode = 1008 // NOTIFY_BROKER_ROLE_CHANGED
 )
 
 // ResponseCode is the code of a response. RocketMQ's numbers
@@ -153,4 +167,19 @@ const (
 	DeleteACLConfigFailed              ResponseCode = 210 // DELETE_ACL_CONFIG_FAILED
 	UpdateGlobalWhiteAddrsConfigFailed ResponseCode = 211 // UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
 	FlowControl                        ResponseCode = 215 // FLOW_CONTROL
+
+	// Controller answers (RocketMQ 5's codes).
+	ControllerFencedMasterEpoch        ResponseCode = 2000 // CONTROLLER_FENCED_MASTER_EPOCH
+	ControllerFencedSyncStateSetEpoch  ResponseCode = 2001 // CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+	ControllerInvalidMaster            ResponseCode = 2002 // CONTROLLER_INVALID_MASTER
+	ControllerInvalidReplicas          ResponseCode = 2003 // CONTROLLER_INVALID_REPLICAS
+	ControllerMasterNotAvailable       ResponseCode = 2004 // CONTROLLER_MASTER_NOT_AVAILABLE
+	ControllerInvalidRequest           ResponseCode = 2005 // CONTROLLER_INVALID_REQUEST
+	ControllerBrokerNotAlive           ResponseCode = 2006 // CONTROLLER_BROKER_NOT_ALIVE
+	ControllerNotLeader                ResponseCode = 2007 // CONTROLLER_NOT_LEADER
+	ControllerBrokerMetadataNotExist   ResponseCode = 2008 // CONTROLLER_BROKER_METADATA_NOT_EXIST
+	ControllerBrokerNeedToBeRegistered ResponseCode = 2010 // CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+	ControllerMasterStillExist         ResponseCode = 2011 // CONTROLLER_MASTER_STILL_EXIST
+	ControllerElectMasterFailed        ResponseCode = 2012 // CONTROLLER_ELECT_MASTER_FAILED
+	ControllerAlterSyncStateSetFailed  ResponseCode = 2013 // CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
 )

@@ -361,6 +361,10 @@ func (q *MappedFileQueue) FlushAll() (int64, error) {
 // gets its write and flush positions set there, later files are deleted,
 // and FlushedWhere becomes off.
 func (q *MappedFileQueue) TruncateDirtyFiles(off int64) error {
+	// No flush runs meanwhile: it could publish a flushed offset computed
+	// from the old write positions.
+	q.flushMu.Lock()
+	defer q.flushMu.Unlock()
 	q.mu.Lock()
 	var keep, drop []*MappedFile
 	for _, mf := range q.files {

@@ -85,6 +85,7 @@ type Store struct {
 
 	lock       *LockFile
 	checkpoint *StoreCheckpoint
+	epochs     *EpochFile
 	commitLog  *CommitLog
 	index      *IndexService
 	reput      *reputService
@@ -169,6 +170,9 @@ func (s *Store) load() error {
 	s.lastExitOK = errors.Is(err, os.ErrNotExist)
 	s.log.WithField("lastExitOK", s.lastExitOK).Info("loading store")
 
+	if s.epochs, err = OpenEpochFile(filepath.Join(s.cfg.StorePathRootDir, epochFileName)); err != nil {
+		return err
+	}
 	if s.commitLog, err = NewCommitLog(s.cfg, s.log); err != nil {
 		return err
 	}

@@ -113,6 +113,8 @@ func (c *command) parse(args []string) (values, error) {
 		case strings.HasPrefix(arg, "--") && len(arg) > 2:
 			long = true
 			name, inline, hasInline = strings.Cut(arg[2:], "=")
+		case strings.HasPrefix(arg, "-") && len(arg) > 2 && c.hasShort(arg[1:]):
+			name = arg[1:] // a short name of several letters (electMaster's -bn)
 		case strings.HasPrefix(arg, "-") && len(arg) > 1:
 			name = arg[1:2]
 			if len(arg) > 2 {
@@ -234,6 +236,10 @@ func allCommands() []*command {
 		cloneGroupOffsetCmd(),
 		clusterListCmd(),
 		haStatusCmd(),
+		getSyncStateSetCmd(),
+		getBrokerEpochCmd(),
+		getControllerMetaDataCmd(),
+		electMasterCmd(),
 		topicListCmd(),
 		updateKvConfigCmd(),
 		deleteKvConfigCmd(),
@@ -255,6 +261,16 @@ func allCommands() []*command {
 		updateGlobalWhiteAddrCmd(),
 		getAclConfigCmd(),
 	}
+}
+
+// hasShort reports whether the command has an option with this short name.
+func (c *command) hasShort(name string) bool {
+	for _, o := range c.opts {
+		if o.short == name {
+			return true
+		}
+	}
+	return false
 }
 
 // front returns s cut to at most n runes (UtilAll.frontStringAtLeast).

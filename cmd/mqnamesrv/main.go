@@ -4,7 +4,9 @@
 //
 // -c reads a RocketMQ properties-style file (listenPort=9876) or YAML;
 // -p prints the effective configuration and exits. SIGINT or SIGTERM stops
-// the server gracefully.
+// the server gracefully. With enableControllerInNamesrv=true the nameserver
+// also runs a member of the controller group (the controller* keys), served
+// on its own port.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/controller"
 	"github.com/gorocketmq/gorocketmq/metrics"
 	"github.com/gorocketmq/gorocketmq/nameserver"
 )
@@ -62,14 +65,29 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 		return 1
 	}
 	var srv daemon.Server = ns
+	if cfg.EnableControllerInNamesrv {
+		cc, err := cfg.ControllerKeys.Options(cfg.ScanInterval())
+		if err != nil {
+			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
+			return 1
+		}
+		ctl, err := controller.New(cc, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
+			return 1
+		}
+		ctl.Register(ns.Server(), ns.Server().NewPool("controller", cfg.ControllerThreadPoolNums, cfg.ControllerRequestThreadPoolQueueCapacity))
+		srv = controller.NewHosted(ns, ctl)
+	}
 	if cfg.PromEnabled() {
-		// /metrics starts once the nameserver listens and stops before it.
+		// /metrics starts once the nameserver (and its controller) listens
+		// and stops before it.
 		exp, err := metrics.NewExporter(cfg.PromListenAddr(cfg.BindAddress), metrics.NewNameServerCollector(ns))
 		if err != nil {
 			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
 			return 1
 		}
-		srv = daemon.Chain(ns, daemon.Logged(exp, log, "Prometheus metrics on /metrics"))
+		srv = daemon.Chain(srv, daemon.Logged(exp, log, "Prometheus metrics on /metrics"))
 	}
 	return daemon.Run(srv, log, shutdownTimeout, "The Name Server boot success.", nil, stop, started)
 }

@@ -85,3 +85,42 @@ func TestRunServesUntilSignalled(t *testing.T) {
 	_, err = os.Stat(kv)
 	assert.NoError(t, err, "the KV file was written")
 }
+
+// TestRunWithControllerInNamesrv: enableControllerInNamesrv runs a
+// controller (a group of one here) on the nameserver's own port.
+func TestRunWithControllerInNamesrv(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConf(t, "bindAddress=127.0.0.1\nlistenPort=0\nkvConfigPath="+filepath.Join(dir, "kv.json")+
+		"\nenableControllerInNamesrv=true\ncontrollerDLegerPeers=n0-127.0.0.1:0\ncontrollerDLegerSelfId=n0\ncontrollerStorePath="+dir+"\n")
+	stop := make(chan os.Signal, 1)
+	started := make(chan string, 1)
+	done := make(chan int, 1)
+	var out, errOut bytes.Buffer
+	go func() { done <- run([]string{"-c", path, "-log-level", "warn"}, &out, &errOut, stop, started) }()
+	var addr string
+	select {
+	case addr = <-started:
+	case code := <-done:
+		t.Fatalf("exited with %d: %s", code, errOut.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not start")
+	}
+	cl := remoting.NewClient(remoting.ClientConfig{})
+	defer cl.Close()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cl.InvokeSync(ctx, addr, remoting.NewRequest(remoting.ControllerGetMetadataInfo, nil, nil))
+		require.NoError(t, err)
+		var md protocol.GetMetaDataResponseHeader
+		require.NoError(t, protocol.DecodeHeader(resp.ExtFields, &md))
+		return md.IsLeader && md.ControllerLeaderAddress == addr
+	}, 30*time.Second, 20*time.Millisecond)
+	stop <- syscall.SIGTERM
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, errOut.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("did not stop")
+	}
+}

@@ -39,6 +39,9 @@ type Config struct {
 	// DialTimeout is haDialTimeout (ours, 3 s): how long a slave's connect
 	// to its master may take.
 	DialTimeout time.Duration
+	// ReplicaID (ours, controller mode) is the slave's brokerId, sent in
+	// its hello so the master knows which replica acks; 0 sends none.
+	ReplicaID int64
 }
 
 // DefaultConfig returns RocketMQ 4.9's defaults and ours.

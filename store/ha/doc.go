@@ -50,13 +50,21 @@
 //	+--------------+-------------+-----------------+-----------------+-----------------+
 //	 0              4             8                 12                16              24
 //
-// or, with flags bit 1, 32 bytes:
+// or, with flags bit 1 or bit 2, 32 bytes, or with both 40 (windowEnd, then
+// replicaID, then maxOffset):
 //
 //	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
 //	| magic uint32 | flags       | windowLen       | windowCRC       | windowEnd int64 | maxOffset int64 |
 //	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
 //	 0              4             8                 12                16                24              32
 //
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	| magic uint32 | flags       | windowLen       | windowCRC       | replicaID int64 | maxOffset int64 |
+//	+--------------+-------------+-----------------+-----------------+-----------------+-----------------+
+//	 0              4             8                 12                16                24              32
+//
+// flags bit 2 (controller mode) says the slave's replica id (its brokerId)
+// is there; the master counts acks per replica with it (SetAckSet).
 // flags bit 0 asks for compressed frames. windowCRC fingerprints the
 // windowLen (up to 4096) bytes just before windowEnd, within one file:
 // windowEnd is maxOffset unless flags bit 1 is set, which a Slave does when
@@ -203,6 +211,17 @@
 // SLAVE_NOT_AVAILABLE = 11). No goroutine or timer is spent per waiting
 // send: waiters sit in a heap by offset and are answered in offset order by
 // the goroutine that read the ack; one goroutine expires deadlines.
+//
+// # In-sync set (controller mode)
+//
+// Master.SetAckSet(ids) makes a send wait until every replica of ids (the
+// in-sync set's slaves, by the ids of their hellos) acknowledged it, rather
+// than any one slave: whichever in-sync replica a controller elects then
+// holds every acknowledged message. A replica of the set with no connection
+// answers sends SlaveNotAvailable at once; an empty set (the master alone
+// in sync) releases them at once. Status shows each connection's replica id
+// and when it last caught up (its ack reached the master's max offset as of
+// a push), from which the broker shrinks and widens the set.
 //
 // # Wiring (for the broker)
 //

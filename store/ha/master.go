@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sort"
 	"sync"
@@ -35,6 +36,12 @@ type Master struct {
 	// push2Slave is the highest offset any slave acknowledged
 	// (push2SlaveMaxOffset): only grows.
 	push2Slave atomic.Int64
+	// release is what waiting sends compare with: push2Slave, or with an
+	// ack set the offset every replica of the set acknowledged.
+	release atomic.Int64
+	// setMode says an ack set is in force (SetAckSet); set guards it.
+	setMode atomic.Bool
+	set     ackSet
 	// slaves counts connections past their handshake.
 	slaves atomic.Int32
 
@@ -63,7 +70,9 @@ func NewMaster(st *store.Store, cfg Config, log logrus.FieldLogger) (*Master, er
 		log:   log.WithFields(logrus.Fields{"component": "ha", "role": "master"}),
 		conns: make(map[*masterConn]struct{}),
 	}
-	m.transfer = newTransferService(&m.push2Slave, cfg.SlaveTimeout)
+	m.transfer = newTransferService(&m.release, cfg.SlaveTimeout)
+	m.set.acks = map[int64]int64{}
+	m.set.conns = map[int64]int{}
 	return m, nil
 }
 
@@ -177,6 +186,11 @@ func (m *Master) countSlave(c *masterConn) bool {
 	}
 	c.counted = true
 	m.slaves.Add(1)
+	if c.replicaID != 0 {
+		m.set.mu.Lock()
+		m.set.conns[c.replicaID]++
+		m.set.mu.Unlock()
+	}
 	return true
 }
 
@@ -187,45 +201,134 @@ func (m *Master) removeConn(c *masterConn) {
 	if c.counted {
 		c.counted = false
 		m.slaves.Add(-1)
+		if c.replicaID != 0 {
+			m.set.mu.Lock()
+			if m.set.conns[c.replicaID]--; m.set.conns[c.replicaID] <= 0 {
+				delete(m.set.conns, c.replicaID)
+			}
+			m.set.mu.Unlock()
+		}
 	}
 	m.mu.Unlock()
 }
 
-// acked records a slave's ack (notifyTransferSome).
-func (m *Master) acked(offset int64) {
+// acked records a slave's ack (notifyTransferSome) and answers the sends
+// it releases.
+func (m *Master) acked(c *masterConn, offset int64) {
+	if offset >= c.pushedMax.Load() {
+		c.caughtUp.Store(c.pushedAt.Load())
+	}
+	grew := false
 	for {
 		cur := m.push2Slave.Load()
 		if offset <= cur {
-			return
+			break
 		}
 		if m.push2Slave.CompareAndSwap(cur, offset) {
-			m.transfer.acknowledged()
-			return
+			grew = true
+			break
 		}
 	}
+	if c.replicaID != 0 {
+		m.set.mu.Lock()
+		if offset > m.set.acks[c.replicaID] {
+			m.set.acks[c.replicaID] = offset
+		}
+		m.set.mu.Unlock()
+	}
+	if m.setMode.Load() {
+		if m.updateRelease() {
+			m.transfer.acknowledged()
+		}
+		return
+	}
+	if grew {
+		m.release.Store(m.push2Slave.Load())
+		m.transfer.acknowledged()
+	}
+}
+
+// ackSet is the replicas whose acks release sends in set mode.
+type ackSet struct {
+	mu    sync.Mutex
+	ids   []int64         // guarded by mu: the replicas that must ack
+	acks  map[int64]int64 // guarded by mu: each replica's highest ack, kept across reconnects
+	conns map[int64]int   // guarded by mu: connections past their handshake, per replica
+}
+
+// updateRelease sets release to the offset every replica of the set
+// acknowledged (everything when the set is empty) and reports whether it
+// grew.
+func (m *Master) updateRelease() bool {
+	m.set.mu.Lock()
+	defer m.set.mu.Unlock()
+	rel := int64(math.MaxInt64)
+	for _, id := range m.set.ids {
+		rel = min(rel, m.set.acks[id])
+	}
+	return m.release.Swap(rel) < rel
+}
+
+// SetAckSet makes sends wait until every replica of ids acknowledged them
+// (controller mode's allAckInSyncStateSet: ids are the in-sync set's
+// slaves, by the replica ids their hellos carry); an empty ids releases
+// them at once (the master alone is in sync). nil returns to waiting for
+// any one slave. Sends already waiting are judged by the new set.
+func (m *Master) SetAckSet(ids []int64) {
+	if ids == nil {
+		m.setMode.Store(false)
+		m.release.Store(m.push2Slave.Load())
+	} else {
+		m.set.mu.Lock()
+		m.set.ids = append([]int64{}, ids...)
+		m.set.mu.Unlock()
+		m.setMode.Store(true)
+		m.updateRelease()
+	}
+	m.transfer.acknowledged()
+}
+
+// setMissing returns a replica of the ack set with no connection, or 0.
+func (m *Master) setMissing() int64 {
+	m.set.mu.Lock()
+	defer m.set.mu.Unlock()
+	for _, id := range m.set.ids {
+		if m.set.conns[id] == 0 {
+			return id
+		}
+	}
+	return 0
 }
 
 // SlaveOK reports whether a SYNC_MASTER send that ends at masterPutWhere
 // should wait for a slave (isSlaveOK): a slave is connected and the acked
-// offset is less than haSlaveFallbehindMax behind.
+// offset is less than haSlaveFallbehindMax behind. With an ack set, every
+// replica of it must be connected.
 func (m *Master) SlaveOK(masterPutWhere int64) bool {
+	if m.setMode.Load() {
+		return m.setMissing() == 0
+	}
 	return m.slaves.Load() > 0 && masterPutWhere-m.push2Slave.Load() < m.cfg.SlaveFallbehindMax
 }
 
-// WaitReplicated calls done once a slave acknowledged the commitlog up to
-// nextOffset (the end of a send's records: WroteOffset + WroteBytes), with
-// PutOK; with FlushSlaveTimeout after slaveTimeout; at once with
-// SlaveNotAvailable when SlaveOK is false. done runs on the caller's
-// goroutine when the answer is immediate, else on the master's transfer
-// goroutine, and must not block. No goroutine or timer is spent per call.
+// WaitReplicated calls done once a slave (with an ack set: every replica of
+// it) acknowledged the commitlog up to nextOffset (the end of a send's
+// records: WroteOffset + WroteBytes), with PutOK; with FlushSlaveTimeout
+// after slaveTimeout; at once with SlaveNotAvailable when SlaveOK is false.
+// done runs on the caller's goroutine when the answer is immediate, else on
+// the master's transfer goroutine, and must not block. No goroutine or
+// timer is spent per call.
 func (m *Master) WaitReplicated(nextOffset int64, done func(Result)) {
-	if m.push2Slave.Load() >= nextOffset {
+	if m.release.Load() >= nextOffset {
 		done(Result{Status: store.PutOK})
 		return
 	}
 	if !m.SlaveOK(nextOffset) {
-		done(Result{Status: store.SlaveNotAvailable, Err: fmt.Errorf("%w: %d connected, acked %d, send ends at %d",
-			ErrSlaveNotAvailable, m.slaves.Load(), m.push2Slave.Load(), nextOffset)})
+		err := fmt.Errorf("%w: %d connected, acked %d, send ends at %d", ErrSlaveNotAvailable, m.slaves.Load(), m.push2Slave.Load(), nextOffset)
+		if id := m.setMissing(); id != 0 {
+			err = fmt.Errorf("%w: in-sync replica %d is not connected", ErrSlaveNotAvailable, id)
+		}
+		done(Result{Status: store.SlaveNotAvailable, Err: err})
 		return
 	}
 	m.transfer.wait(nextOffset, time.Now(), done)
@@ -234,6 +337,8 @@ func (m *Master) WaitReplicated(nextOffset int64, done func(Result)) {
 // ConnStatus describes one slave connection.
 type ConnStatus struct {
 	Addr           string    // the slave's address as the master sees it
+	ReplicaID      int64     // the replica id its hello carried (0: none)
+	LastCaughtUp   time.Time // when it last held everything the master had pushed
 	ConnectedSince time.Time // when the connection was accepted
 	AckOffset      int64     // the slave's last report: what it holds
 	LagBytes       int64     // master's max offset minus AckOffset
@@ -265,7 +370,7 @@ func (m *Master) Status() MasterStatus {
 			continue
 		}
 		st.Slaves = append(st.Slaves, ConnStatus{
-			Addr: c.addr, ConnectedSince: c.since, AckOffset: ack,
+			Addr: c.addr, ReplicaID: c.replicaID, LastCaughtUp: time.Unix(0, c.caughtUp.Load()), ConnectedSince: c.since, AckOffset: ack,
 			LagBytes: max(0, st.MaxOffset-ack), Compressed: c.compress, SentBytes: c.sent.Load(),
 		})
 	}

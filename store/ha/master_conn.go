@@ -38,6 +38,17 @@ type masterConn struct {
 
 	// ack is the slave's last report, -1 before its handshake.
 	ack atomic.Int64
+	// replicaID is the slave's id from its hello (0: none sent); set
+	// before the connection is counted.
+	replicaID int64
+	// pushedMax is the master's max offset when the last frame (data or
+	// heartbeat) went out; an ack reaching it means the slave had caught
+	// up as of that moment, pushedAt (unix ns), which caughtUp records
+	// (RocketMQ 5's lastMasterMaxOffset, lastTransferTimeMs and
+	// lastCaughtUpTimeMs).
+	pushedMax atomic.Int64
+	pushedAt  atomic.Int64
+	caughtUp  atomic.Int64
 	// compress is set by the handshake before ack is first stored.
 	compress bool
 	// hello says the slave sent a hello (this package's): it is told of
@@ -123,11 +134,14 @@ func (c *masterConn) readLoop() {
 			return
 		}
 	}
+	c.replicaID = h.replicaID
+	c.pushedMax.Store(c.m.cl.MaxOffset())
+	c.pushedAt.Store(time.Now().UnixNano())
 	c.ack.Store(h.offset)
 	if !c.m.countSlave(c) {
 		return // closed meanwhile (shutdown)
 	}
-	c.m.acked(h.offset)
+	c.m.acked(c, h.offset)
 	c.m.wg.Add(1)
 	go c.writeLoop(start)
 	c.readAcks(cr)
@@ -288,7 +302,7 @@ func (c *masterConn) readAcks(cr *connReader) {
 			return
 		}
 		c.ack.Store(ack)
-		c.m.acked(ack)
+		c.m.acked(c, ack)
 	}
 }
 
@@ -339,6 +353,8 @@ func (c *masterConn) writeLoop(start int64) {
 			}
 		}
 		if ok {
+			c.pushedMax.Store(cl.MaxOffset())
+			c.pushedAt.Store(time.Now().UnixNano())
 			b, announce := c.lostCut(next, res.Bytes)
 			n, err := c.push(next, b, announce)
 			res.Release()
@@ -351,6 +367,8 @@ func (c *masterConn) writeLoop(start int64) {
 			continue
 		}
 		if wait := hb - time.Since(lastWrite); wait <= 0 {
+			c.pushedMax.Store(next)
+			c.pushedAt.Store(time.Now().UnixNano())
 			if err := c.heartbeat(next); err != nil {
 				c.writeFailed(err)
 				return

@@ -357,14 +357,14 @@ func (ss *slaveSession) run() error {
 	cl := ss.sl.cl
 	start := cl.MaxOffset()
 	ss.expect, ss.fresh = start, start == 0
-	h := hello{offset: start}
+	h := hello{offset: start, replicaID: ss.sl.cfg.ReplicaID}
 	if ss.sl.cfg.Compress {
 		h.flags |= helloCompress
 	}
 	h.windowLen, h.windowCRC, h.windowEnd = ss.window(start)
 	// The hello and the offset go out in one write: a RocketMQ master takes
 	// the last 8-byte group of what it reads, which is the offset.
-	if err := ss.send(h.encode(make([]byte, 0, helloEndSize)), start); err != nil {
+	if err := ss.send(h.encode(make([]byte, 0, helloMaxSize)), start); err != nil {
 		return fmt.Errorf("ha: send hello: %w", err)
 	}
 	// Heartbeat reports from now on, also while a first frame streams in.

@@ -34,6 +34,12 @@ const (
 	// not at the offset: a slave ending at a file boundary fingerprints the
 	// bytes up to the blank marker closing the file before.
 	helloWindowEnd uint32 = 2
+	// helloReplicaID in the hello's flags (controller mode) says an 8-byte
+	// replica id, the slave's brokerId, follows windowCRC (and windowEnd,
+	// when sent), before the offset, which stays the last 8-byte group.
+	helloReplicaID uint32 = 4
+	// helloMaxSize is the longest hello: windowEnd and replica id both.
+	helloMaxSize = helloSize + 16
 
 	// answerOffset is the phyOffset of the master's answer to a hello: a
 	// negative value no data frame can carry (and not helloMagic, which a
@@ -91,16 +97,21 @@ type hello struct {
 	// windowEnd is where the window ends: offset, unless flags has
 	// helloWindowEnd.
 	windowEnd int64
+	replicaID int64 // sent when not 0 (helloReplicaID)
 	offset    int64
 }
 
-// encode appends the hello, with windowEnd only when it is not offset (a
-// RocketMQ master takes the last 8-byte group, the offset, either way).
+// encode appends the hello, with windowEnd only when it is not offset and
+// the replica id only when it is not 0 (a RocketMQ master takes the last
+// 8-byte group, the offset, either way).
 func (h *hello) encode(b []byte) []byte {
 	be := binary.BigEndian
-	flags := h.flags &^ helloWindowEnd
+	flags := h.flags &^ (helloWindowEnd | helloReplicaID)
 	if h.windowEnd != h.offset {
 		flags |= helloWindowEnd
+	}
+	if h.replicaID != 0 {
+		flags |= helloReplicaID
 	}
 	b = be.AppendUint32(b, helloMagic)
 	b = be.AppendUint32(b, flags)
@@ -109,15 +120,22 @@ func (h *hello) encode(b []byte) []byte {
 	if flags&helloWindowEnd != 0 {
 		b = be.AppendUint64(b, uint64(h.windowEnd))
 	}
+	if flags&helloReplicaID != 0 {
+		b = be.AppendUint64(b, uint64(h.replicaID))
+	}
 	return be.AppendUint64(b, uint64(h.offset))
 }
 
 // helloRest returns how many bytes follow a hello's magic and flags.
 func helloRest(flags uint32) int {
+	n := helloSize - 8
 	if flags&helloWindowEnd != 0 {
-		return helloEndSize - 8
+		n += 8
 	}
-	return helloSize - 8
+	if flags&helloReplicaID != 0 {
+		n += 8
+	}
+	return n
 }
 
 // decodeHello reads a hello from its magic and flags (first[:8]) and the
@@ -129,11 +147,17 @@ func decodeHello(first, rest []byte) hello {
 		windowLen: be.Uint32(rest),
 		windowCRC: be.Uint32(rest[4:]),
 	}
+	rest = rest[8:]
 	if h.flags&helloWindowEnd != 0 {
-		h.windowEnd = int64(be.Uint64(rest[8:]))
-		h.offset = int64(be.Uint64(rest[16:]))
-	} else {
-		h.offset = int64(be.Uint64(rest[8:]))
+		h.windowEnd = int64(be.Uint64(rest))
+		rest = rest[8:]
+	}
+	if h.flags&helloReplicaID != 0 {
+		h.replicaID = int64(be.Uint64(rest))
+		rest = rest[8:]
+	}
+	h.offset = int64(be.Uint64(rest))
+	if h.flags&helloWindowEnd == 0 {
 		h.windowEnd = h.offset
 	}
 	return h

@@ -122,9 +122,23 @@ func DecodeMessageQueueTable(b []byte, field string, fn func(MessageQueue, []byt
 		return fmt.Errorf("%w: no %s field", errBadMQTable, field)
 	}
 	p := &mqScanner{b: b, i: i + len(key) + 1}
+	return p.members(field, '{', func(rawKey, raw []byte) error {
+		var mq MessageQueue
+		if err := json.Unmarshal(rawKey, &mq); err != nil {
+			return fmt.Errorf("%w: key: %v", errBadMQTable, err)
+		}
+		return fn(mq, raw)
+	})
+}
+
+// members walks the object at the scanner's position, calling fn with the
+// raw text of each key (which must open with keyOpen: '"' for a string key,
+// '{' for fastjson's object keys) and of its value. what names the object
+// in errors.
+func (p *mqScanner) members(what string, keyOpen byte, fn func(rawKey, raw []byte) error) error {
 	p.space()
 	if !p.eat('{') {
-		return fmt.Errorf("%w: %s is not an object", errBadMQTable, field)
+		return fmt.Errorf("%w: %s is not an object", errBadMQTable, what)
 	}
 	for first := true; ; first = false {
 		p.space()
@@ -136,12 +150,8 @@ func DecodeMessageQueueTable(b []byte, field string, fn func(MessageQueue, []byt
 		}
 		p.space()
 		rawKey, ok := p.value()
-		if !ok || rawKey[0] != '{' {
-			return fmt.Errorf("%w: key at %d is not an object", errBadMQTable, p.i)
-		}
-		var mq MessageQueue
-		if err := json.Unmarshal(rawKey, &mq); err != nil {
-			return fmt.Errorf("%w: key: %v", errBadMQTable, err)
+		if !ok || rawKey[0] != keyOpen {
+			return fmt.Errorf("%w: key at %d does not open with %q", errBadMQTable, p.i, keyOpen)
 		}
 		p.space()
 		if !p.eat(':') {
@@ -152,7 +162,7 @@ func DecodeMessageQueueTable(b []byte, field string, fn func(MessageQueue, []byt
 		if !ok {
 			return fmt.Errorf("%w: bad value at %d", errBadMQTable, p.i)
 		}
-		if err := fn(mq, raw); err != nil {
+		if err := fn(rawKey, raw); err != nil {
 			return err
 		}
 	}

@@ -222,40 +222,13 @@ func topLevelField(b []byte, field string) ([]byte, bool) {
 // may be fastjson's non-JSON literals, calling fn with each key and value.
 func eachObjectMember(b []byte, fn func(key string, raw []byte) error) error {
 	p := &mqScanner{b: b}
-	p.space()
-	if !p.eat('{') {
-		return fmt.Errorf("%w: not an object", errBadMQTable)
-	}
-	for first := true; ; first = false {
-		p.space()
-		if p.eat('}') {
-			return nil
-		}
-		if !first && !p.eat(',') {
-			return fmt.Errorf("%w: missing ',' at %d", errBadMQTable, p.i)
-		}
-		p.space()
-		rawKey, ok := p.value()
-		if !ok || rawKey[0] != '"' {
-			return fmt.Errorf("%w: key at %d is not a string", errBadMQTable, p.i)
-		}
+	return p.members("the body", '"', func(rawKey, raw []byte) error {
 		var key string
 		if err := json.Unmarshal(rawKey, &key); err != nil {
 			return fmt.Errorf("%w: key: %v", errBadMQTable, err)
 		}
-		p.space()
-		if !p.eat(':') {
-			return fmt.Errorf("%w: missing ':' at %d", errBadMQTable, p.i)
-		}
-		p.space()
-		raw, ok := p.value()
-		if !ok {
-			return fmt.Errorf("%w: bad value at %d", errBadMQTable, p.i)
-		}
-		if err := fn(key, raw); err != nil {
-			return err
-		}
-	}
+		return fn(key, raw)
+	})
 }
 
 // ProcessQueueInfo is one queue's state in a consumer's running info.

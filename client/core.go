@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -31,7 +32,18 @@ type topicRoute struct {
 	data      *protocol.TopicRouteData
 	publish   []MessageQueue // writable queues of brokers with a master, by broker then id
 	subscribe []MessageQueue // readable queues, by broker then id
+
+	// asked is when the nameservers were last asked for this route (unix
+	// nanoseconds); suspect asks for a re-read on the next use (see
+	// suspectRoute).
+	asked   atomic.Int64
+	suspect atomic.Bool
 }
+
+// routeRecheckMin is the least time between two re-reads of a route that a
+// failed send asked for (suspectRoute): a dead master costs its senders at
+// most one nameserver lookup a second, not one a send.
+const routeRecheckMin = time.Second
 
 // core is what every client object has: the transport, the nameserver list,
 // the route cache and the heartbeat. Each Producer or consumer owns its own
@@ -258,6 +270,7 @@ func (c *core) updateRoute(ctx context.Context, topic string) (*topicRoute, erro
 		return nil, err
 	}
 	tr := buildRoute(topic, data)
+	tr.asked.Store(time.Now().UnixNano())
 	c.mu.Lock()
 	c.routes[topic] = tr
 	for _, bd := range data.BrokerDatas {
@@ -300,15 +313,41 @@ func buildRoute(topic string, data *protocol.TopicRouteData) *topicRoute {
 	return tr
 }
 
-// route returns topic's cached route, reading it on a miss.
+// route returns topic's cached route, reading it on a miss, or when a
+// failed send made it suspect: then one caller re-reads it while the others
+// go on with the cached one, which is also kept if the nameservers cannot
+// answer.
 func (c *core) route(ctx context.Context, topic string) (*topicRoute, error) {
 	c.mu.RLock()
 	tr := c.routes[topic]
 	c.mu.RUnlock()
-	if tr != nil {
+	if tr == nil {
+		return c.updateRoute(ctx, topic)
+	}
+	if !tr.suspect.Load() || !tr.suspect.CompareAndSwap(true, false) {
 		return tr, nil
 	}
-	return c.updateRoute(ctx, topic)
+	fresh, err := c.updateRoute(ctx, topic)
+	if err != nil {
+		c.log.WithFields(logrus.Fields{"topic": topic, "err": err}).Debug("route re-read failed; keeping the cached one")
+		return tr, nil
+	}
+	return fresh, nil
+}
+
+// suspectRoute asks for topic's route to be re-read on its next use,
+// unless the nameservers were asked less than routeRecheckMin ago. A send
+// that could not reach its broker calls it: in controller mode (or after an
+// operator moved a master) the nameservers already name the new master
+// while the cached route still points at the dead one, and the periodic
+// refresh (30 s) would keep every send failing until then.
+func (c *core) suspectRoute(topic string) {
+	c.mu.RLock()
+	tr := c.routes[topic]
+	c.mu.RUnlock()
+	if tr != nil && time.Now().UnixNano()-tr.asked.Load() >= int64(routeRecheckMin) {
+		tr.suspect.Store(true)
+	}
 }
 
 // cachedRoute returns topic's cached route without asking a nameserver.

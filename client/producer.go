@@ -406,6 +406,8 @@ func (p *Producer) send(ctx context.Context, out *outgoing, oneway bool) (*SendR
 		}
 		if responseCode(err) == remoting.TopicNotExist {
 			p.c.forgetRoute(out.topic)
+		} else if avoid {
+			p.c.suspectRoute(out.topic)
 		}
 		if responseCode(err) == remoting.SystemBusy {
 			t := time.NewTimer(busyBackoff(busy))
@@ -739,6 +741,8 @@ func (s *asyncSend) failed(q MessageQueue, res *SendResult, err error, inline bo
 	}
 	if responseCode(err) == remoting.TopicNotExist {
 		p.c.forgetRoute(s.out.topic)
+	} else if avoid {
+		p.c.suspectRoute(s.out.topic)
 	}
 	if responseCode(err) == remoting.SystemBusy && s.attempt < 1+p.c.o.retry {
 		d := busyBackoff(s.busy)

@@ -288,3 +288,72 @@ func TestProducerHeaderEncoding(t *testing.T) {
 	_, err := NewProducer(WithNameServer(ns.Addr()), WithHeaderEncoding(HeaderEncoding(7)))
 	assert.ErrorIs(t, err, ErrBadOption)
 }
+
+// TestProducerFollowsAMovedMaster: when a broker group's master moves to a
+// new address (a controller promoted a replica, or an operator moved the
+// master), a send that cannot reach the old address has the route re-read,
+// so sends resume on the new master long before the periodic route refresh
+// (an hour here). Without the re-read every send keeps going to the dead
+// address until that refresh.
+func TestProducerFollowsAMovedMaster(t *testing.T) {
+	ns := MustStartNameServer(t)
+	old := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	old.AddTopic("T", 2)
+	p := MustStartProducer(t, WithNameServer(ns.Addr()), WithRouteRefreshInterval(time.Hour), WithSendTimeout(2*time.Second))
+	ctx := testCtx(t)
+	_, err := p.SendSync(ctx, NewMessage("T", []byte("before")))
+	require.NoError(t, err)
+	require.Len(t, old.messages("T"), 1)
+
+	old.stop()
+	moved := MustStartFakeBroker(t, "broker-a", ns.Addr()) // registers broker-a's master at a new address
+	moved.AddTopic("T", 2)
+	require.NotEqual(t, old.Addr(), moved.Addr())
+
+	failed := 0
+	require.Eventually(t, func() bool {
+		_, err := p.SendSync(ctx, NewMessage("T", []byte("after")))
+		if err != nil {
+			failed++
+		}
+		return err == nil
+	}, 15*time.Second, 50*time.Millisecond, "sends never reached the moved master")
+	assert.Len(t, moved.messages("T"), 1)
+	// The re-read waits for routeRecheckMin after the last lookup, so a few
+	// sends may fail first; each costs its retries, not a lookup.
+	t.Logf("%d sends failed before the route was re-read", failed)
+
+	// Sends stay on the new master.
+	for i := 0; i < 5; i++ {
+		_, err := p.SendSync(ctx, NewMessage("T", []byte("more")))
+		require.NoError(t, err)
+	}
+	assert.Len(t, moved.messages("T"), 6)
+}
+
+// TestRouteSuspectKeepsTheCachedRouteWhenNameServersFail: a suspect route
+// is re-read once; if no nameserver answers, the cached route is used as
+// before rather than failing the send.
+func TestRouteSuspectKeepsTheCachedRouteWhenNameServersFail(t *testing.T) {
+	ns := MustStartNameServer(t)
+	fb := MustStartFakeBroker(t, "broker-a", ns.Addr())
+	fb.AddTopic("T", 2)
+	p := MustStartProducer(t, WithNameServer(ns.Addr()), WithRouteRefreshInterval(time.Hour), WithSendTimeout(2*time.Second))
+	ctx := testCtx(t)
+	_, err := p.SendSync(ctx, NewMessage("T", []byte("1")))
+	require.NoError(t, err)
+
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, ns.Shutdown(shut))
+	tr, ok := p.c.cachedRoute("T")
+	require.True(t, ok)
+	tr.asked.Store(0) // as if the last lookup were long ago
+	p.c.suspectRoute("T")
+	require.True(t, tr.suspect.Load())
+
+	_, err = p.SendSync(ctx, NewMessage("T", []byte("2")))
+	require.NoError(t, err, "the cached route still works while the nameserver is down")
+	assert.False(t, tr.suspect.Load(), "one re-read was tried")
+	assert.Len(t, fb.messages("T"), 2)
+}

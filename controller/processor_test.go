@@ -1,10 +1,13 @@
 package controller
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,4 +67,25 @@ func TestControllerHeartbeatTimeoutDoesNotOverflow(t *testing.T) {
 	g := c.fsm.group("a")
 	require.NotNil(t, g)
 	assert.Equal(t, int64(1), g.MasterID)
+}
+
+// TestControllerNoNotificationAfterShutdown: an election a processor
+// finished just as Shutdown ran must not start a notification goroutine
+// after Shutdown waited for its goroutines (a WaitGroup Add after Wait: a
+// goroutine nobody owns, and a misuse -race reports).
+func TestControllerNoNotificationAfterShutdown(t *testing.T) {
+	log, hook := logtest.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	c, err := New(Config{Group: "g", Peers: []Peer{{ID: "n0", Addr: "127.0.0.1:0"}}, SelfID: "n0", inmemStore: true, ScanInterval: time.Second,
+		NotifyBrokerRoleChanged: true}, log)
+	require.NoError(t, err)
+	require.NoError(t, c.Shutdown(context.Background()))
+	hook.Reset()
+	g := &Group{BrokerName: "a", MasterID: 1, MasterEpoch: 1, SyncStateSet: []int64{1},
+		Replicas: map[int64]*Replica{1: {ID: 1, Addr: addrOf(1)}}}
+	c.notifyGroup(g)
+	c.wg.Wait()
+	for _, e := range hook.AllEntries() {
+		assert.NotContains(t, e.Message, "role change notification", "a notification went out after Shutdown")
+	}
 }

@@ -245,8 +245,15 @@ func (c *Controller) processAlterSyncStateSet(_ *remoting.Conn, req *remoting.Co
 				fmt.Sprintf("replica %d of %s is not alive: not added to the sync state set", id, h.BrokerName)), nil
 		}
 	}
-	res, err := c.propose(&event{Type: evAlterSyncState, Alter: &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
-		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}})
+	alter := &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
+		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}
+	// Apply's own checks on a copy first (electMu keeps the group as read):
+	// a change it would refuse (a deposed master, a stale epoch, an unknown
+	// replica) is answered without a replicated, fsynced log entry.
+	if dry := (&state{Groups: map[string]*Group{h.BrokerName: g.clone()}}).applyAlter(alter); dry.err != nil {
+		return c.answerErr(req, dry.err), nil
+	}
+	res, err := c.propose(&event{Type: evAlterSyncState, Alter: alter})
 	if err != nil {
 		return c.answerErr(req, err), nil
 	}

@@ -44,6 +44,12 @@ func TestControllerRefusesBadRequestsWithoutLogging(t *testing.T) {
 		assert.Equal(t, remoting.ControllerInvalidRequest, resp.ResponseCode(), resp.Remark)
 		resp = alterSyncStateSet(c, "nope", 1, 1, 1, 1)
 		assert.Equal(t, remoting.ControllerBrokerNeedToBeRegistered, resp.ResponseCode(), resp.Remark)
+		resp = alterSyncStateSet(c, "a", 1, 0, 1, 1)
+		assert.Equal(t, remoting.ControllerFencedMasterEpoch, resp.ResponseCode(), resp.Remark)
+		resp = alterSyncStateSet(c, "a", 1, 1, 0, 1)
+		assert.Equal(t, remoting.ControllerFencedSyncStateSetEpoch, resp.ResponseCode(), resp.Remark)
+		resp = alterSyncStateSet(c, "a", 1, 1, 1)
+		assert.Equal(t, remoting.ControllerInvalidReplicas, resp.ResponseCode(), resp.Remark)
 	}
 	assert.Equal(t, before, c.raft().LastIndex(), "refused requests were written to the Raft log")
 	assert.Nil(t, c.fsm.group(" "))

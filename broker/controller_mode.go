@@ -581,6 +581,16 @@ func (b *Broker) cutToMaster(master string, epoch int32, log logrus.FieldLogger)
 	for i, e := range mc.EpochList {
 		masterEpochs[i] = store.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset}
 	}
+	// Checked before the cut, not only by Reset after it: a point computed
+	// from a disordered history could cut what this broker holds for
+	// nothing, and the history would be refused anyway.
+	if err := store.CheckEpochOrder(masterEpochs); err != nil {
+		return fmt.Errorf("epochs of %s: %w", master, err)
+	}
+	if mc.MaxOffset < masterEpochs[len(masterEpochs)-1].StartOffset {
+		return fmt.Errorf("epochs of %s: %w: max offset %d before the last epoch's start %d", master, store.ErrEpochOrder,
+			mc.MaxOffset, masterEpochs[len(masterEpochs)-1].StartOffset)
+	}
 	st := b.store
 	local := st.Epochs().Entries()
 	localMax := st.CommitLog().MaxOffset()

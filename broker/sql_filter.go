@@ -58,8 +58,13 @@ func compileSubscription(typ, expr string) *compiledSubscription {
 	return &compiledSubscription{err: fmt.Errorf("%w %q", ErrExpressionType, typ)}
 }
 
-// maxCachedFilters bounds the filter cache; past it the cache starts over.
-const maxCachedFilters = 1024
+// maxCachedFilters and maxCachedFilterBytes bound the filter cache, in
+// entries and in expression bytes; past either it starts over. The bytes
+// bound matters: an expression may be nearly a frame (16 MB) long.
+const (
+	maxCachedFilters     = 1024
+	maxCachedFilterBytes = 16 << 20
+)
 
 // filterKey names a cached expression.
 type filterKey struct{ typ, expr string }
@@ -71,8 +76,9 @@ type filterKey struct{ typ, expr string }
 // Entries are immutable and shared; a sync.Map keeps the per-pull lookup
 // free of a lock the pull workers would contend on.
 type filterCache struct {
-	m sync.Map // filterKey -> *compiledSubscription
-	n atomic.Int64
+	m     sync.Map // filterKey -> *compiledSubscription
+	n     atomic.Int64
+	bytes atomic.Int64 // expression bytes held (approximate under races, like n)
 }
 
 // get returns the compiled expression, compiling it on first use.
@@ -81,13 +87,16 @@ func (c *filterCache) get(typ, expr string) *compiledSubscription {
 	if cs, ok := c.m.Load(k); ok {
 		return cs.(*compiledSubscription)
 	}
-	if c.n.Load() >= maxCachedFilters {
+	size := int64(len(typ) + len(expr))
+	if c.n.Load() >= maxCachedFilters || c.bytes.Load()+size > maxCachedFilterBytes {
 		c.m.Clear()
 		c.n.Store(0)
+		c.bytes.Store(0)
 	}
 	cs, loaded := c.m.LoadOrStore(k, compileSubscription(typ, expr))
 	if !loaded {
 		c.n.Add(1)
+		c.bytes.Add(size)
 	}
 	return cs.(*compiledSubscription)
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/gorocketmq/gorocketmq/client"
@@ -163,6 +164,21 @@ func checkText(what, v string, maxLen int, required bool) (string, error) {
 		return "", fmt.Errorf("%w: %s is longer than %d bytes", ErrBadInput, what, maxLen)
 	case !utf8.ValidString(v):
 		return "", fmt.Errorf("%w: %s is not UTF-8 text", ErrBadInput, what)
+	}
+	return v, nil
+}
+
+// checkPropText accepts a tag or keys: text as checkText (optional), and
+// no control characters. The message's properties are encoded with \x01
+// and \x02 as separators, unescaped: a value holding them would add other
+// properties to the message.
+func checkPropText(what, v string, maxLen int) (string, error) {
+	v, err := checkText(what, v, maxLen, false)
+	if err != nil {
+		return "", err
+	}
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		return "", fmt.Errorf("%w: %s holds a control character", ErrBadInput, what)
 	}
 	return v, nil
 }

@@ -36,6 +36,8 @@ import (
 var (
 	// ErrStarted means Start was called twice.
 	ErrStarted = errors.New("console: already started")
+	// ErrClosed means the console was shut down.
+	ErrClosed = errors.New("console: shut down")
 	// ErrReadOnly means a write action was asked of a read-only console.
 	ErrReadOnly = errors.New("console: read-only: write actions are disabled (-read-only)")
 	// ErrBadInput means a form or query value broke a rule; the text says which.
@@ -78,8 +80,9 @@ type Server struct {
 	// another origin cannot read it.
 	token string
 
-	prodMu   sync.Mutex // guards producer
-	producer *client.Producer
+	prodMu     sync.Mutex // guards producer and prodClosed
+	producer   *client.Producer
+	prodClosed bool // Shutdown ran: no producer may start after it
 
 	mu   sync.Mutex // guards srv and ln
 	srv  *http.Server
@@ -203,6 +206,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, s.producer.Shutdown())
 		s.producer = nil
 	}
+	// A handler Shutdown stopped waiting for (ctx ran out) may still ask
+	// for the producer: it must not start one nobody shuts down.
+	s.prodClosed = true
 	s.prodMu.Unlock()
 	errs = append(errs, s.admin.Close())
 	return errors.Join(errs...)
@@ -212,6 +218,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) getProducer() (*client.Producer, error) {
 	s.prodMu.Lock()
 	defer s.prodMu.Unlock()
+	if s.prodClosed {
+		return nil, ErrClosed
+	}
 	if s.producer != nil {
 		return s.producer, nil
 	}

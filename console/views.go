@@ -338,11 +338,11 @@ func (s *Server) postSendMessage(r *http.Request) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	tag, err := checkText("tag", strings.TrimSpace(f.Get("tag")), 255, false)
+	tag, err := checkPropText("tag", strings.TrimSpace(f.Get("tag")), 255)
 	if err != nil {
 		return "", "", err
 	}
-	keys, err := checkText("keys", strings.TrimSpace(f.Get("keys")), 1024, false)
+	keys, err := checkPropText("keys", strings.TrimSpace(f.Get("keys")), 1024)
 	if err != nil {
 		return "", "", err
 	}

@@ -180,7 +180,11 @@ type Controller struct {
 	// the scan logs it once, not every pass; guarded by electMu.
 	noMasterLogged map[string]bool
 
-	stop     chan struct{}
+	stop chan struct{}
+	// stopMu orders notifyGroup's wg.Add before Shutdown's close of stop
+	// (and so before its wg.Wait): processors elect on remoting's
+	// workers, which the WaitGroup does not otherwise own.
+	stopMu   sync.Mutex
 	stopCtx  context.Context // ends with stop: bounds calls to brokers
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -355,7 +359,9 @@ func (c *Controller) closeAll() error {
 // elect a new leader if this one led). Safe to call twice and before Start.
 func (c *Controller) Shutdown(ctx context.Context) error {
 	c.stopOnce.Do(func() {
+		c.stopMu.Lock()
 		close(c.stop)
+		c.stopMu.Unlock()
 		c.cancel()
 		c.ready.Store(false)
 		var errs []error
@@ -613,6 +619,13 @@ func (c *Controller) notifyGroup(g *Group) {
 	}
 	hdr := g.ReplicaInfo()
 	body := g.SyncState().Encode()
+	c.stopMu.Lock()
+	defer c.stopMu.Unlock()
+	select {
+	case <-c.stop:
+		return // Shutdown waits for no goroutine started now
+	default:
+	}
 	for _, id := range g.ids() {
 		addr := g.Replicas[id].Addr
 		c.wg.Add(1)

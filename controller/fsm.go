@@ -66,6 +66,27 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if st.Controllers == nil {
 		st.Controllers = map[string]string{}
 	}
+	// A damaged or hand-edited snapshot may hold JSON nulls: every reader
+	// and Apply expect non-nil groups, replica tables and replicas, so
+	// nulls are dropped here rather than panicking later.
+	for name, g := range st.Groups {
+		if g == nil {
+			f.log.WithField("brokerName", name).Warn("snapshot holds a null broker group; dropped")
+			delete(st.Groups, name)
+			continue
+		}
+		if g.Replicas == nil {
+			g.Replicas = map[int64]*Replica{}
+		}
+		for id, r := range g.Replicas {
+			if r == nil {
+				delete(g.Replicas, id)
+			}
+		}
+		if g.SyncStateSet == nil {
+			g.SyncStateSet = []int64{}
+		}
+	}
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -49,9 +50,19 @@ func (t *liveTable) reset(groups []*Group, now time.Time, defaultTimeout time.Du
 // replicaTimeout is r's heartbeat timeout, or def when it never said.
 func replicaTimeout(r *Replica, def time.Duration) time.Duration {
 	if r.HeartbeatTimeoutMs > 0 {
-		return time.Duration(r.HeartbeatTimeoutMs) * time.Millisecond
+		return millis(r.HeartbeatTimeoutMs)
 	}
 	return def
+}
+
+// millis converts a broker's timeout in milliseconds, saturating: a value
+// too large for a Duration would wrap negative and count the broker dead
+// at once (and depose a live master).
+func millis(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // touch records a heartbeat or registration.

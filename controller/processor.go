@@ -81,7 +81,7 @@ func (c *Controller) processHeartbeat(_ *remoting.Conn, req *remoting.Command) (
 	}
 	timeout := replicaTimeout(g.Replicas[h.BrokerID], c.cfg.DefaultBrokerTimeout)
 	if h.HeartbeatTimeoutMills > 0 {
-		timeout = time.Duration(h.HeartbeatTimeoutMills) * time.Millisecond
+		timeout = millis(h.HeartbeatTimeoutMills)
 	}
 	c.live.touch(liveKey{h.BrokerName, h.BrokerID}, liveInfo{addr: h.BrokerAddr, last: now, timeout: timeout,
 		epoch: h.Epoch, maxOffset: h.MaxOffset, priority: h.ElectionPriority})
@@ -102,11 +102,22 @@ func (c *Controller) processRegister(_ *remoting.Conn, req *remoting.Command) (*
 	if h.BrokerID <= 0 {
 		return c.answerErr(req, fmt.Errorf("%w: brokerId %d: a broker in controller mode needs brokerId >= 1", ErrInvalidReplicas, h.BrokerID)), nil
 	}
+	// What goes into the Raft log stays there: a blank name or address
+	// would make a group no broker can use, for good.
+	if protocol.IsBlank(h.ClusterName) || protocol.IsBlank(h.BrokerName) || protocol.IsBlank(h.BrokerAddress) {
+		return c.answerErr(req, fmt.Errorf("%w: clusterName, brokerName and brokerAddress must not be blank", protocol.ErrBadHeader)), nil
+	}
 	if err := c.verifyLeader(); err != nil {
 		return c.answerErr(req, err), nil
 	}
 	rep := Replica{ID: h.BrokerID, Addr: h.BrokerAddress, HaAddr: h.HaAddress, HeartbeatTimeoutMs: h.HeartbeatTimeoutMills}
 	g := c.fsm.group(h.BrokerName)
+	// Refused here rather than by Apply: a broker of the wrong cluster
+	// registers again every heartbeat, and each refused proposal would be
+	// one more Raft log entry.
+	if g != nil && g.ClusterName != h.ClusterName {
+		return c.answerErr(req, fmt.Errorf("%w: %s is in %s, not %s", ErrClusterMismatch, h.BrokerName, g.ClusterName, h.ClusterName)), nil
+	}
 	if g == nil || g.Replicas[h.BrokerID] == nil || *g.Replicas[h.BrokerID] != rep || g.ClusterName != h.ClusterName {
 		res, err := c.propose(&event{Type: evRegister, Register: &registerEvent{ClusterName: h.ClusterName, BrokerName: h.BrokerName, Replica: rep}})
 		if err != nil {
@@ -221,17 +232,28 @@ func (c *Controller) processAlterSyncStateSet(_ *remoting.Conn, req *remoting.Co
 	}
 	c.electMu.Lock() // not interleaved with an election of the same group
 	defer c.electMu.Unlock()
-	if g := c.fsm.group(h.BrokerName); g != nil {
-		now := time.Now()
-		for _, id := range set.SyncStateSet {
-			if id != h.MasterBrokerID && !g.inSync(id) && !c.live.alive(liveKey{h.BrokerName, id}, now) {
-				return remoting.NewResponse(req, remoting.ControllerBrokerNotAlive,
-					fmt.Sprintf("replica %d of %s is not alive: not added to the sync state set", id, h.BrokerName)), nil
-			}
+	g := c.fsm.group(h.BrokerName)
+	if g == nil {
+		// Refused before the log: Apply would refuse it too, after
+		// writing an entry per request.
+		return c.answerErr(req, fmt.Errorf("%w: %s", ErrUnknownGroup, h.BrokerName)), nil
+	}
+	now := time.Now()
+	for _, id := range set.SyncStateSet {
+		if id != h.MasterBrokerID && !g.inSync(id) && !c.live.alive(liveKey{h.BrokerName, id}, now) {
+			return remoting.NewResponse(req, remoting.ControllerBrokerNotAlive,
+				fmt.Sprintf("replica %d of %s is not alive: not added to the sync state set", id, h.BrokerName)), nil
 		}
 	}
-	res, err := c.propose(&event{Type: evAlterSyncState, Alter: &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
-		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}})
+	alter := &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
+		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}
+	// Apply's own checks on a copy first (electMu keeps the group as read):
+	// a change it would refuse (a deposed master, a stale epoch, an unknown
+	// replica) is answered without a replicated, fsynced log entry.
+	if dry := (&state{Groups: map[string]*Group{h.BrokerName: g.clone()}}).applyAlter(alter); dry.err != nil {
+		return c.answerErr(req, dry.err), nil
+	}
+	res, err := c.propose(&event{Type: evAlterSyncState, Alter: alter})
 	if err != nil {
 		return c.answerErr(req, err), nil
 	}

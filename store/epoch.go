@@ -165,12 +165,25 @@ func (f *EpochFile) TruncateFrom(offset int64) error {
 	return f.writeLocked(entries)
 }
 
-// Reset replaces the history, durably (a slave takes its master's).
-func (f *EpochFile) Reset(entries []EpochEntry) error {
+// CheckEpochOrder reports, as ErrEpochOrder, a history whose epochs do not
+// grow or whose start offsets go back (or below 0): what Reset refuses. A
+// slave checks its master's history with it before cutting anything.
+func CheckEpochOrder(entries []EpochEntry) error {
+	if len(entries) > 0 && entries[0].StartOffset < 0 {
+		return fmt.Errorf("%w: epoch %d starts at %d", ErrEpochOrder, entries[0].Epoch, entries[0].StartOffset)
+	}
 	for i := 1; i < len(entries); i++ {
 		if entries[i].Epoch <= entries[i-1].Epoch || entries[i].StartOffset < entries[i-1].StartOffset {
 			return fmt.Errorf("%w: %d-%d after %d-%d", ErrEpochOrder, entries[i].Epoch, entries[i].StartOffset, entries[i-1].Epoch, entries[i-1].StartOffset)
 		}
+	}
+	return nil
+}
+
+// Reset replaces the history, durably (a slave takes its master's).
+func (f *EpochFile) Reset(entries []EpochEntry) error {
+	if err := CheckEpochOrder(entries); err != nil {
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -106,6 +106,7 @@ type ctlState struct {
 	since time.Time
 
 	roleNow    atomic.Int32 // role, for other goroutines
+	answers    atomic.Int64 // controller answers taken (registrations and heartbeats)
 	leaseUntil atomic.Int64 // unix ns until which a master may take writes
 	writableMu sync.Mutex   // serialises acceptWrites changes (loop and fence timer)
 	fence      *time.Timer  // fires when the lease runs out
@@ -162,7 +163,8 @@ func (b *Broker) processGetBrokerEpochCache(_ *remoting.Conn, req *remoting.Comm
 }
 
 // processNotifyRoleChanged takes the controller's push of an election and
-// hands it to controllerLoop (the newest wins if it is busy).
+// hands it to controllerLoop (the newest wins if it is busy), which takes
+// it as a reason to ask the controller, not as the role itself.
 func (b *Broker) processNotifyRoleChanged(_ *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	if !b.cfg.EnableControllerMode {
 		return respond(req, remoting.SystemError, "this broker is not in controller mode (enableControllerMode=false)"), nil
@@ -205,9 +207,13 @@ func (b *Broker) controllerLoop() {
 		case <-b.stop:
 			return
 		case info := <-b.ctl.notify:
-			b.log.WithFields(logrus.Fields{"master": info.MasterBrokerID, "masterEpoch": info.MasterEpoch}).Info("the controller announced a role change")
-			b.applyRole(info)
-			continue
+			// A push is only a wake-up: anyone who reaches the broker's
+			// port can send NOTIFY_BROKER_ROLE_CHANGED, and a forged one
+			// with a high epoch would otherwise make this broker a master
+			// beside the real one (the controller's later answers, at a
+			// lower epoch, would be ignored). Ask the controller leader
+			// at once and apply its answer instead.
+			b.log.WithFields(logrus.Fields{"master": info.MasterBrokerID, "masterEpoch": info.MasterEpoch}).Info("a role change was announced; asking the controller")
 		case <-t.C:
 		}
 		if info, ok := b.controllerHeartbeat(); ok {
@@ -320,6 +326,7 @@ func (b *Broker) controllerHeartbeat() (replicaInfo, bool) {
 			}
 		}
 		b.renewLease(sent)
+		b.ctl.answers.Add(1)
 		return info, true
 	}
 	return replicaInfo{}, false
@@ -771,6 +778,10 @@ var errNotController = errors.New("broker: not in controller mode (enableControl
 // that master began the epoch it was elected at; the slave asks again at
 // its next heartbeat.
 var errMasterNotReady = errors.New("broker: the new master is not ready")
+
+// ControllerAnswers counts the controller's answers a controller-mode
+// broker has taken (each registration or heartbeat it applied).
+func (b *Broker) ControllerAnswers() int64 { return b.ctl.answers.Load() }
 
 // ControllerRole reports a controller-mode broker's role ("MASTER",
 // "SLAVE", "NONE", "UNKNOWN") and master epoch; tests and tools read it.

@@ -473,3 +473,38 @@ func TestControllerModePromotionWhileServed(t *testing.T) {
 	require.NoError(t, json.Unmarshal(resp.Body, &tbl))
 	assert.NotEmpty(t, tbl.OffsetTable, "the new master's schedule service loaded its offsets")
 }
+
+// TestControllerModeForgedRoleChangeIgnored: NOTIFY_BROKER_ROLE_CHANGED
+// reaches the broker's public port, so anyone can send it. A forged push
+// naming the slave master at a far higher epoch must not make it one: the
+// broker asks the controller, whose answer keeps the real master, and the
+// slave keeps refusing sends. (Applied as sent, the push made the slave a
+// second master that the controller's lower epochs could never correct.)
+func TestControllerModeForgedRoleChangeIgnored(t *testing.T) {
+	baVerifyNoLeaks(t)
+	ns := mustStartNameServer(t)
+	ctl := startTestController(t)
+	cl := baClient(t)
+	b1 := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 1))
+	t.Cleanup(func() { mustShutdownBroker(t, b1) })
+	m := waitMaster(t, b1)
+	b2 := startCtlBroker(t, ctlBrokerConfig(t, ns.Addr(), ctl.addr(), 2))
+	t.Cleanup(func() { mustShutdownBroker(t, b2) })
+	waitMaster(t, b1, b2)
+	_, epoch, _ := m.ControllerRole()
+
+	h := protocol.ReplicaInfoHeader{MasterBrokerID: 2, MasterAddress: b2.Addr(), MasterEpoch: epoch + 1000, SyncStateSetEpoch: 1000}
+	push := remoting.NewRequest(remoting.NotifyBrokerRoleChanged, protocol.EncodeHeader(&h, nil), nil)
+	resp := baInvoke(t, cl, b2.Addr(), push)
+	require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+
+	// The push wakes b2's controller loop; give it several heartbeats'
+	// worth of rounds, then check that nothing moved.
+	hb := b2.ControllerAnswers()
+	require.Eventually(t, func() bool { return b2.ControllerAnswers() >= hb+3 }, ctlWait, 5*time.Millisecond)
+	assert.Equal(t, "SLAVE", role(b2))
+	assert.False(t, b2.acceptWrites.Load(), "the slave takes no writes")
+	_, e2, _ := b2.ControllerRole()
+	assert.Less(t, e2, epoch+1000, "the forged epoch was not taken")
+	assert.Equal(t, m, waitMaster(t, b1, b2), "the real master is unchanged")
+}

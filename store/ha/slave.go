@@ -244,14 +244,24 @@ func (sl *Slave) slaveLoop() {
 		}
 		if sl.MasterAddress() == addr {
 			t := time.NewTimer(backoff)
-			select {
-			case <-sl.ctx.Done():
-				t.Stop()
-				return
-			case <-sl.changed:
-				backoff = sl.cfg.ReconnectMin
-			case <-t.C:
-				backoff = min(2*backoff, sl.cfg.ReconnectMax)
+		wait:
+			for {
+				select {
+				case <-sl.ctx.Done():
+					t.Stop()
+					return
+				case <-sl.changed:
+					// A signal of a change this session already saw (set
+					// between the drain above and its address read) is no
+					// reason to cut the wait short or to reset it.
+					if sl.MasterAddress() == addr {
+						continue
+					}
+					backoff = sl.cfg.ReconnectMin
+				case <-t.C:
+					backoff = min(2*backoff, sl.cfg.ReconnectMax)
+				}
+				break wait
 			}
 			t.Stop()
 		}

@@ -713,6 +713,17 @@ func (c *binCluster) pullQueue(topic string, queueID int32, gaps bool) []*messag
 			ConsumerGroup: "CG_BIN_CHECK", Topic: topic, QueueID: queueID, QueueOffset: next, MaxMsgNums: 32,
 			SysFlag: protocol.PullFlagSubscription, Subscription: "*", ExpressionType: protocol.ExpressionTag,
 		}, nil)
+		if gaps && resp.Code == int32(remoting.PullRetryImmediately) {
+			// Damaged entries with no intact record after them (a torn
+			// tail): the broker skips them and answers with no message
+			// and a later next offset, as RocketMQ's NO_MATCHED_MESSAGE.
+			var h protocol.PullMessageResponseHeader
+			require.NoError(c.t, protocol.DecodeHeader(resp.FieldMap(), &h))
+			require.Greater(c.t, h.NextBeginOffset, next, "pull %s/%d at %d (max %d): retry without moving on", topic, queueID, next, maxOff)
+			c.t.Logf("pull %s/%d: entries [%d,%d) skipped by the broker (no intact record after them)", topic, queueID, next, h.NextBeginOffset)
+			next = h.NextBeginOffset
+			continue
+		}
 		require.Equal(c.t, int32(remoting.Success), resp.Code, "pull %s/%d at %d (max %d): code %d %s",
 			topic, queueID, next, maxOff, resp.Code, resp.Remark)
 		msgs, err := message.DecodeRecords(resp.Body)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -64,23 +62,16 @@ func (b *Broker) processReply(c *remoting.Conn, req *remoting.Command) (*remotin
 	if resp != nil {
 		return resp, nil
 	}
-	queueID := h.queueID
-	if queueID < 0 {
-		if tc.WriteQueueNums < 1 {
-			return respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] has no write queues", h.topic)), nil
-		}
-		queueID = rand.Int32N(tc.WriteQueueNums)
-	}
-	bornHost := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-	if hp, err := netip.ParseAddrPort(c.RemoteAddr()); err == nil {
-		bornHost = hp
+	queueID, ok := sendQueue(h.queueID, tc)
+	if !ok {
+		return respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] has no write queues", h.topic)), nil
 	}
 	ext := message.MessageExt{
 		Message:        message.Message{Topic: h.topic, Flag: h.flag, Body: req.Body, Properties: message.ParseProperties(h.properties)},
 		QueueID:        queueID,
 		SysFlag:        h.sysFlag,
 		BornTimestamp:  h.bornTimestamp,
-		BornHost:       bornHost,
+		BornHost:       bornHostOf(c),
 		StoreHost:      b.StoreHost(),
 		ReconsumeTimes: h.reconsumeTimes,
 	}

@@ -199,23 +199,15 @@ func (b *Broker) send(c *remoting.Conn, req *remoting.Command, inline bool) (*re
 	if resp != nil {
 		return resp, nil
 	}
-	queueID := h.queueID
-	if queueID < 0 {
-		if tc.WriteQueueNums < 1 {
-			return respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] has no write queues", h.topic)), nil
-		}
-		queueID = rand.Int32N(tc.WriteQueueNums)
+	queueID, ok := sendQueue(h.queueID, tc)
+	if !ok {
+		return respond(req, remoting.NoPermission, fmt.Sprintf("the topic[%s] has no write queues", h.topic)), nil
 	}
 	sysFlag := h.sysFlag
 	if tc.TopicFilterType == protocol.MultiTag {
 		sysFlag |= message.FlagMultiTags
 	}
-	bornHost := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-	if ra := c.RemoteAddr(); ra != "" {
-		if hp, err := netip.ParseAddrPort(ra); err == nil {
-			bornHost = hp
-		}
-	}
+	bornHost := bornHostOf(c)
 	ext := message.MessageExt{
 		Message: message.Message{
 			Topic: h.topic,
@@ -572,4 +564,28 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 	f = remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
 	resp.RawExt = f
 	return resp
+}
+
+// sendQueue is the queue a send (or a reply) goes to: the one the header
+// names, or a random writable one when it names none (-1); ok is false
+// when the topic has no write queues.
+func sendQueue(named int32, tc *protocol.TopicConfig) (queueID int32, ok bool) {
+	if named >= 0 {
+		return named, true
+	}
+	if tc.WriteQueueNums < 1 {
+		return 0, false
+	}
+	return rand.Int32N(tc.WriteQueueNums), true
+}
+
+// bornHostOf is a sender's address as a record's BORNHOST (0.0.0.0:0 when
+// the connection's address does not parse).
+func bornHostOf(c *remoting.Conn) netip.AddrPort {
+	if ra := c.RemoteAddr(); ra != "" {
+		if hp, err := netip.ParseAddrPort(ra); err == nil {
+			return hp
+		}
+	}
+	return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 }

@@ -15,14 +15,15 @@
 # sync-w16's unsigned rate of the same run), and on a fresh SYNC_FLUSH store
 # for 64 sync senders (group commit). Then replication, each on fresh stores with
 # a slave (ASYNC_FLUSH both): 64 sync senders against a SYNC_MASTER
-# (syncmaster-w64, beside sync-w64's ASYNC_MASTER rate of the same run);
+# (syncmaster-w64, beside sync-w64's ASYNC_MASTER rate of the same run)
+# and against an ASYNC_MASTER with the slave attached (asyncmaster-w64);
 # replication lag at 10,000 msgs/s to an ASYNC_MASTER (replag-10k: slave
 # receive minus master receive by identical long-polling pullers, see
 # mqbench replag); a stopped slave catching up on REPL_MIB of commitlog
 # (repl-fill fills the master, repl-catchup times the slave from its start
 # until its max offset is the master's). Every run is bounded by `timeout`;
-# the whole matrix takes about 16*DUR + 70 s (3 min 10 s at the default on
-# the 2-core VM, of which the replicated cases about 1 min).
+# the whole matrix takes about 17*DUR + 75 s (3 min 25 s at the default on
+# the 2-core VM, of which the replicated cases about 1 min 15 s).
 #
 # Environment:
 #   BIN       directory with mqnamesrv, mqbroker, mqbench (default: built
@@ -36,7 +37,8 @@
 #             are reported as SKIPPED
 #   PPROF     1: start the broker with -pprof and take a CPU profile of each
 #             run into OUT_DIR/profiles/<case>.pprof (the tool's own:
-#             <case>.mqbench.pprof)
+#             <case>.mqbench.pprof, a slave's: <case>.slave.pprof, served
+#             on PPROF_PORT+1)
 #   BROKER_CONF   extra broker.conf lines (key=value, newline-separated)
 #   TLS       0: serve plain only and skip tls-sync-w16 (default 1; without
 #             openssl the case is skipped too)
@@ -55,7 +57,7 @@ SLAVE_PORT=${SLAVE_PORT:-20921}
 PPROF_PORT=${PPROF_PORT:-16060}
 PPROF=${PPROF:-0}
 BUDGET_END=$((SECONDS + ${MAX_SECONDS:-570}))
-CASES=${CASES:-"sync-w1 sync-w4 sync-w16 tls-sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k acl-sync-w16 syncflush-w64 syncmaster-w64 replag-10k repl-catchup"}
+CASES=${CASES:-"sync-w1 sync-w4 sync-w16 tls-sync-w16 sync-w64 async-w16 batch32-w16 catchup latency-5k acl-sync-w16 syncflush-w64 syncmaster-w64 asyncmaster-w64 replag-10k repl-catchup"}
 OUT=${1:-$(mktemp -d /tmp/mqbench.XXXXXX)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -186,7 +188,9 @@ flushDiskType=ASYNC_FLUSH
 $TLS_CONF
 ${BROKER_CONF:-}
 CONF
-	"$BIN/mqbroker" -c "$SCRATCH/slave.conf" -log-level warn >>"$OUT/mqbroker-slave.log" 2>&1 &
+	local extra=()
+	[[ "$PPROF" == 1 ]] && extra=(-pprof "127.0.0.1:$((PPROF_PORT + 1))")
+	"$BIN/mqbroker" -c "$SCRATCH/slave.conf" -log-level warn "${extra[@]}" >>"$OUT/mqbroker-slave.log" 2>&1 &
 	slave_pid=$!
 }
 
@@ -241,7 +245,10 @@ run_case() {
 		mkdir -p "$OUT/profiles"
 		local secs=$((DUR > 4 ? DUR - 2 : 2))
 		(sleep 2; curl -s -o "$OUT/profiles/$name.pprof" \
-			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$secs") &
+			"http://127.0.0.1:$PPROF_PORT/debug/pprof/profile?seconds=$secs" &
+			[[ -z "$slave_pid" ]] || curl -s -o "$OUT/profiles/$name.slave.pprof" \
+				"http://127.0.0.1:$((PPROF_PORT + 1))/debug/pprof/profile?seconds=$secs"
+			wait) &
 		prof_pid=$!
 		toolprof=(--cpuprofile "$OUT/profiles/$name.mqbench.pprof")
 	fi
@@ -376,6 +383,19 @@ if want syncmaster-w64; then
 	stop_pid "$slave_pid"
 	slave_pid=""
 fi
+# The same 64 senders against an ASYNC_MASTER with its slave attached: the
+# slave's CPU is spent on the same two cores, so syncmaster-w64 over this
+# is what waiting for the slave's ack costs, and sync-w64 over this what
+# hosting a slave on the machine costs.
+if want asyncmaster-w64; then
+	stop_pid "$broker_pid"
+	start_broker ASYNC_FLUSH ASYNC_MASTER
+	start_slave
+	slave_caught_up >&2
+	run_case asyncmaster-w64 "(slave attached)" "${M[@]}" -t BenchAsyncMaster -w 64
+	stop_pid "$slave_pid"
+	slave_pid=""
+fi
 if want replag-10k; then
 	stop_pid "$broker_pid"
 	start_broker ASYNC_FLUSH
@@ -416,6 +436,9 @@ fi
 	echo "stall = share of the run some runnable task waited for a CPU (/proc/pressure/cpu)"
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w64" {a = $2} $1 == "syncmaster-w64" {s = $2}
 		END {if (a > 0 && s > 0) printf "syncmaster-w64 / sync-w64 = %.2f (target >= 0.6)\n", s / a}'
+	printf '%s\n' "${ROWS[@]}" | awk '$1 == "asyncmaster-w64" {a = $2} $1 == "syncmaster-w64" {s = $2} $1 == "sync-w64" {u = $2}
+		END {if (a > 0 && s > 0) printf "syncmaster-w64 / asyncmaster-w64 = %.2f (both with a slave; the ack wait alone)\n", s / a
+			if (a > 0 && u > 0) printf "asyncmaster-w64 / sync-w64 = %.2f (the slave process on the same cores)\n", a / u}'
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w16" {a = $2} $1 == "tls-sync-w16" {s = $2}
 		END {if (a > 0 && s > 0) printf "tls-sync-w16 / sync-w16 = %.2f (target >= 0.6)\n", s / a}'
 	printf '%s\n' "${ROWS[@]}" | awk '$1 == "sync-w16" {u = $2} $1 == "acl-sync-w16" {s = $2}

@@ -824,12 +824,18 @@ func (b *consumerBase) decode(pq *processQueue, body []byte, sd *protocol.Subscr
 			continue
 		}
 		if m.SysFlag&message.FlagCompressed != 0 {
-			plain, err := message.UncompressBody(m.SysFlag, m.Body)
-			if err != nil {
-				return nil, err
+			// A body that does not uncompress (damaged, an unknown
+			// compression, or past message.MaxUncompressedBody) is
+			// delivered as stored, its flag still set, as the official
+			// Go client does: failing the pull would stop the queue at
+			// it for good.
+			if plain, err := message.UncompressBody(m.SysFlag, m.Body); err != nil {
+				b.c.log.WithFields(logrus.Fields{"topic": m.Topic, "msgId": m.MsgID, "queueOffset": m.QueueOffset}).
+					WithError(err).Warn("message body does not uncompress: delivered compressed")
+			} else {
+				m.Body = plain
+				m.SysFlag &^= message.FlagCompressed
 			}
-			m.Body = plain
-			m.SysFlag &^= message.FlagCompressed
 		}
 		if strings.HasPrefix(m.Topic, retryPrefix) {
 			if rt := m.Property(message.PropRetryTopic); rt != "" {

@@ -86,7 +86,18 @@ var (
 	ErrRecordTooLarge = errors.New("message: record too large")
 	// ErrUnsupportedCompression means the body uses a compression this package cannot undo.
 	ErrUnsupportedCompression = errors.New("message: unsupported compression type")
+	// ErrBodyTooLarge means a compressed body inflates to more than
+	// MaxUncompressedBody bytes.
+	ErrBodyTooLarge = errors.New("message: uncompressed body too large")
 )
+
+// MaxUncompressedBody bounds what UncompressBody inflates a body to. Zlib
+// inflates up to about a thousand times, so a body within the broker's 4 MiB
+// limit could otherwise claim gigabytes of a consumer's memory (RocketMQ's
+// clients set no bound). A producer compresses bodies over 4 KiB and keeps
+// the result within the limit: 64 MiB leaves room for any body that
+// compresses sixteen times.
+var MaxUncompressedBody = 64 << 20
 
 // magicV1 is MagicCodeV1 as the unsigned word written to disk.
 const magicV1 = 0xDAA320A7
@@ -616,9 +627,12 @@ func UncompressBody(sysFlag int32, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("message: uncompress body: %w", err)
 	}
 	defer func() { _ = zr.Close() }()
-	out, err := io.ReadAll(zr)
+	out, err := io.ReadAll(io.LimitReader(zr, int64(MaxUncompressedBody)+1))
 	if err != nil {
 		return nil, fmt.Errorf("message: uncompress body: %w", err)
+	}
+	if len(out) > MaxUncompressedBody {
+		return nil, fmt.Errorf("%w: more than %d bytes from %d", ErrBodyTooLarge, MaxUncompressedBody, len(body))
 	}
 	return out, nil
 }

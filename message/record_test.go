@@ -354,3 +354,30 @@ func TestRecordProperties(t *testing.T) {
 		}
 	}
 }
+
+// A body that inflates past MaxUncompressedBody is refused after reading
+// at most one byte more than the bound, not inflated whole.
+func TestUncompressBodyBounded(t *testing.T) {
+	old := MaxUncompressedBody
+	MaxUncompressedBody = 1 << 20
+	defer func() { MaxUncompressedBody = old }()
+	deflate := func(n int) []byte {
+		var zb bytes.Buffer
+		zw := zlib.NewWriter(&zb)
+		_, err := zw.Write(make([]byte, n))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return zb.Bytes()
+	}
+	flag := FlagCompressed | CompressionZlib
+	got, err := UncompressBody(flag, deflate(1<<20))
+	require.NoError(t, err, "exactly the bound")
+	assert.Len(t, got, 1<<20)
+
+	bomb := deflate(64 << 20)
+	require.Less(t, len(bomb), 128<<10, "zlib inflates zeros about a thousand times")
+	_, err = UncompressBody(flag, bomb)
+	assert.ErrorIs(t, err, ErrBodyTooLarge)
+	_, err = UncompressBody(flag, deflate(1<<20+1))
+	assert.ErrorIs(t, err, ErrBodyTooLarge)
+}

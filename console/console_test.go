@@ -120,7 +120,8 @@ func TestConsoleEscapesWhatTheClusterHolds(t *testing.T) {
 
 	resp, _ = post(t, hs, "/topics", url.Values{"token": {c.token}, "topic": {"EscTopic"}, "read": {"4"}, "write": {"4"}, "perm": {"6"}, "target": {"broker:" + b.Addr()}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	assert.Equal(t, "/topic?flash=Topic+EscTopic+created+%284+read%2C+4+write+queues%29.&topic=EscTopic", resp.Header.Get("Location"))
+	created := "Topic EscTopic created (4 read, 4 write queues)."
+	assert.Equal(t, "/topic?"+url.Values{"flash": {created}, "fsig": {c.flashMAC(created)}, "topic": {"EscTopic"}}.Encode(), resp.Header.Get("Location"))
 	require.Eventually(t, func() bool { code, _ := get(t, hs, "/topic?topic=EscTopic"); return code == http.StatusOK }, waitFor, 50*time.Millisecond)
 
 	script := `<script>document.title="pwned"</script><b>bold</b>`
@@ -142,7 +143,16 @@ func TestConsoleEscapesWhatTheClusterHolds(t *testing.T) {
 	_, page = get(t, hs, "/messages?"+url.Values{"by": {"key"}, "topic": {"EscTopic"}, "key": {"k1"}}.Encode())
 	assert.Contains(t, page, `class="msg-link" href="/message?id=`+id[1]+`"`, "the link's query is escaped once")
 	assert.NotContains(t, page, "<svg")
-	_, page = get(t, hs, "/cluster?flash="+url.QueryEscape(crafted))
+	// A flash the console did not issue is not shown: a crafted link
+	// cannot make it say anything.
+	_, page = get(t, hs, "/cluster?flash="+url.QueryEscape("Topic orders deleted."))
+	assert.NotContains(t, page, "Topic orders deleted.")
+	_, page = get(t, hs, "/cluster?"+url.Values{"flash": {"Topic orders deleted."}, "fsig": {c.flashMAC("Topic orders")}}.Encode())
+	assert.NotContains(t, page, "Topic orders deleted.")
+	_, page = get(t, hs, "/cluster?"+url.Values{"flash": {"Topic EscTopic created."}, "fsig": {c.flashMAC("Topic EscTopic created.")}}.Encode())
+	assert.Contains(t, page, `id="flash">Topic EscTopic created.<`)
+	// One it issued is escaped like everything else.
+	_, page = get(t, hs, "/cluster?"+url.Values{"flash": {crafted}, "fsig": {c.flashMAC(crafted)}}.Encode())
 	assert.NotContains(t, page, crafted)
 	assert.Contains(t, page, `&lt;img src=x`)
 	// A query value out of the rules never reaches the cluster.

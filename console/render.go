@@ -2,6 +2,9 @@ package console
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -69,7 +72,7 @@ type page struct {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	p := page{Title: title, Nav: name, ReadOnly: s.cfg.ReadOnly, Token: s.token, Data: data}
 	if r != nil {
-		p.Flash = r.URL.Query().Get("flash")
+		p.Flash = s.flashOf(r.URL.Query())
 	}
 	s.renderPage(w, http.StatusOK, name, p)
 }
@@ -103,16 +106,35 @@ func describe(err error) string {
 	return err.Error()
 }
 
-// withFlash adds an outcome message to a redirect target.
-func withFlash(target, msg string) string {
+// withFlash adds an outcome message to a redirect target, with its MAC
+// under the console's token: a page shows only messages this console
+// issued, so a crafted link cannot make it say "topic deleted".
+func (s *Server) withFlash(target, msg string) string {
 	u, err := url.Parse(target)
 	if err != nil {
 		return "/"
 	}
 	q := u.Query()
 	q.Set("flash", msg)
+	q.Set("fsig", s.flashMAC(msg))
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// flashOf returns the outcome message of a query, or "" when it carries
+// none or its MAC does not match.
+func (s *Server) flashOf(q url.Values) string {
+	msg := q.Get("flash")
+	if msg == "" || !hmac.Equal([]byte(q.Get("fsig")), []byte(s.flashMAC(msg))) {
+		return ""
+	}
+	return msg
+}
+
+func (s *Server) flashMAC(msg string) string {
+	m := hmac.New(sha256.New, []byte(s.token))
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // Input rules (RocketMQ's: topic and group names are [%|a-zA-Z0-9_-],

@@ -16,6 +16,7 @@ package console
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"errors"
@@ -165,7 +166,11 @@ func (s *Server) Start() error {
 		return fmt.Errorf("console: listen on %s: %w", s.cfg.Addr, err)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// A client gets 10 s for the headers and 30 s for the whole request,
+	// body included, so a slow sender cannot hold connections open; the
+	// answer may take a broker call (requestTimeout) to build.
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: requestTimeout + 10*time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(1)
 	go s.serveLoop(s.srv, ln)
 	return nil
@@ -250,7 +255,7 @@ func (s *Server) write(h func(r *http.Request) (next string, msg string, err err
 			s.renderError(w, http.StatusBadRequest, fmt.Errorf("%w: %v", ErrBadInput, err))
 			return
 		}
-		if r.PostForm.Get("token") != s.token {
+		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(s.token)) != 1 {
 			s.renderError(w, http.StatusForbidden, errors.New("console: the form is stale or from another site: reload the page and try again"))
 			return
 		}
@@ -261,7 +266,7 @@ func (s *Server) write(h func(r *http.Request) (next string, msg string, err err
 			return
 		}
 		s.log.WithFields(logrus.Fields{"action": r.URL.Path, "remote": r.RemoteAddr}).Info(msg)
-		http.Redirect(w, r, withFlash(next, msg), http.StatusSeeOther)
+		http.Redirect(w, r, s.withFlash(next, msg), http.StatusSeeOther)
 	}
 }
 

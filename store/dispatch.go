@@ -82,6 +82,11 @@ type reputService struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	listener atomic.Pointer[ArrivingListener]
+
+	// bitmap is the scratch filter bitmap (used under mu); unitErrs counts
+	// filter units that could not be written, for rate-limited logs.
+	bitmap   []byte
+	unitErrs atomic.Int64
 }
 
 // reputStatus says why a dispatch pass ended.
@@ -106,6 +111,7 @@ func newReputService(s *Store, log logrus.FieldLogger) *reputService {
 	return &reputService{
 		s: s, log: log, inlineMax: inlineDispatchMaxRecords,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		bitmap: make([]byte, s.unitLayout.bitmapBytes),
 	}
 }
 
@@ -408,6 +414,12 @@ func (r *reputService) dispatchOnce(req *DispatchRequest, inline bool) (queued b
 		default:
 			s.setLogicsMsgTimestamp(req.StoreTimestamp)
 			queued = true
+			// Filter bitmaps: one atomic load when off. Loaded after the
+			// record was read (below the commitlog end this pass read):
+			// the broker's registration relies on that order.
+			if fc := s.filterCalc.Load(); fc != nil {
+				r.putFilterUnit(fc.c, cq, req)
+			}
 		}
 	}
 	if s.index != nil {

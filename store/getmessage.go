@@ -296,6 +296,15 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	pf, _ := filter.(PropertyFilter)
 	var cur recordCursor
 	defer cur.release()
+	// A registered SQL92 filter checks each entry's filter unit first
+	// (filterbitmap.go). Opened after the entries were fixed above: the
+	// range FilterBitmap returns covers every entry of buf.
+	var units unitReader
+	if pf != nil && cq.units != nil {
+		if bf, ok := pf.(BitmapFilter); ok && units.open(cq, offset, bf) {
+			defer units.release()
+		}
+	}
 	r.Status = NoMatchedMessage
 	maxMsgNums = max(maxMsgNums, 1)
 	scanLimit := max(minFilterScanEntries, maxMsgNums) * CQStoreUnitSize
@@ -328,8 +337,13 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		var rec SelectResult
 		var ok, damaged bool
 		if pf != nil {
+			if units.mf != nil && units.rejects(offset+int64(i/CQStoreUnitSize), e) {
+				continue // its unit says it does not match: the record is not read
+			}
 			if j := i + touchAhead*CQStoreUnitSize; j+CQStoreUnitSize <= len(b) {
-				cur.touch(decodeCQEntry(b[j:]))
+				if ej := decodeCQEntry(b[j:]); units.mf == nil || !units.rejects(offset+int64(j/CQStoreUnitSize), ej) {
+					cur.touch(ej)
+				}
 			}
 			var read bool
 			rec, read, damaged = s.matchProperties(&cur, pf, e)

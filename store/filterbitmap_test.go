@@ -258,7 +258,7 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 			case 4: // one bit flipped anywhere
 				b[rng.IntN(filterUnitHeader+u.l.bitmapBytes)] ^= 1 << rng.IntN(8)
 			case 5: // the offset of another message, checksum recomputed
-				copy(b[:8], unit(idx+1)[:8])
+				copy(b[:8], unit(idx + 1)[:8])
 				clear(b[filterUnitHeader:])
 				putBE32(b[12:], u.l.check(b))
 			}
@@ -267,7 +267,9 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 	}
 }
 
-func putBE32(b []byte, v uint32) { b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v) }
+func putBE32(b []byte, v uint32) {
+	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
+}
 
 // A reopened store keeps its units; a store reopened with bitmaps off
 // deletes them, and one reopened with other bloom parameters does not

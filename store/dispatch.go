@@ -386,6 +386,13 @@ func (r *reputService) dispatchOnce(req *DispatchRequest, inline bool) (queued b
 	}
 	if tt := message.TransactionType(req.SysFlag); tt == message.TransactionNotType || tt == message.TransactionCommitType {
 		cq, err := s.consumeQueueOrCreate(req.Topic, req.QueueID)
+		// Filter bitmaps: one atomic load when off. The calculator is asked
+		// after the record was read (below the commitlog end this pass
+		// read) and the unit is written before the entry is published:
+		// the broker's registration relies on both (filterbitmap.go).
+		if fc := s.filterCalc.Load(); fc != nil && err == nil {
+			r.putFilterUnit(fc.c, cq, req)
+		}
 		if err == nil {
 			e := CQEntry{CommitLogOffset: req.CommitLogOffset, Size: req.MsgSize, TagsCode: req.TagsCode}
 			for try := 0; ; try++ {
@@ -414,12 +421,6 @@ func (r *reputService) dispatchOnce(req *DispatchRequest, inline bool) (queued b
 		default:
 			s.setLogicsMsgTimestamp(req.StoreTimestamp)
 			queued = true
-			// Filter bitmaps: one atomic load when off. Loaded after the
-			// record was read (below the commitlog end this pass read):
-			// the broker's registration relies on that order.
-			if fc := s.filterCalc.Load(); fc != nil {
-				r.putFilterUnit(fc.c, cq, req)
-			}
 		}
 	}
 	if s.index != nil {

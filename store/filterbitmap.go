@@ -53,8 +53,18 @@ import (
 //
 // Whether a filter's bits in a trusted unit are authoritative is the
 // broker's part: a unit computed before the filter was registered lacks its
-// bits. BitmapFilter.FilterBitmap gives the commitlog range in which every
-// unit was computed by a dispatch that knew the filter.
+// bits. BitmapFilter.FilterBitmap says from which commitlog offset on every
+// unit was computed by a dispatch that knew the filter, and whether the
+// filter is still known. Two orders make that hold:
+//
+//   - dispatch reads the commitlog end before it asks the calculator (the
+//     records it dispatches lie below that end), so a filter registered by
+//     publishing it to the calculator and then reading the commitlog end
+//     covers every record at or beyond that end;
+//   - a unit is written before its consume-queue entry is published, so a
+//     pull that sees an entry and then finds the filter still known knows
+//     that the entry's unit was computed while the filter was known (a
+//     filter is withdrawn from the pulls before the calculator forgets it).
 
 // filterUnitDirName is the sidecar root under the store root.
 const filterUnitDirName = "consumequeue_filter"
@@ -90,11 +100,11 @@ type FilterBitmapCalculator interface {
 type BitmapFilter interface {
 	PropertyFilter
 	// FilterBitmap returns the filter's bit positions in a unit's bitmap and
-	// the commitlog offsets [from, until) of the messages whose units were
-	// all computed by a dispatch that knew this filter; ok is false when the
-	// filter has no bitmap now (every entry is evaluated). GetMessage calls
-	// it once per pull, after it fixed the consume-queue entries it scans.
-	FilterBitmap() (bits []uint32, from, until int64, ok bool)
+	// the commitlog offset from which on every message's unit was computed
+	// by a dispatch that knew this filter; ok is false when the filter has
+	// no bitmap (any more): every entry is evaluated. GetMessage calls it
+	// once per pull, after it fixed the consume-queue entries it scans.
+	FilterBitmap() (bits []uint32, from int64, ok bool)
 }
 
 // calcHolder boxes the calculator for an atomic pointer.
@@ -290,7 +300,6 @@ type unitReader struct {
 	n        int64 // units readable (written when the pull began)
 	bits     []uint32
 	from     int64
-	until    int64
 }
 
 // open prepares r for the entries from queue offset idx of cq for filter
@@ -300,8 +309,8 @@ func (r *unitReader) open(cq *ConsumeQueue, idx int64, f BitmapFilter) bool {
 	if u == nil {
 		return false
 	}
-	bits, from, until, ok := f.FilterBitmap()
-	if !ok || len(bits) == 0 || from >= until {
+	bits, from, ok := f.FilterBitmap()
+	if !ok || len(bits) == 0 {
 		return false
 	}
 	for _, b := range bits {
@@ -313,7 +322,7 @@ func (r *unitReader) open(cq *ConsumeQueue, idx int64, f BitmapFilter) bool {
 	if mf == nil || !mf.Hold() {
 		return false
 	}
-	r.l, r.mf, r.bits, r.from, r.until = &u.l, mf, bits, from, until
+	r.l, r.mf, r.bits, r.from = &u.l, mf, bits, from
 	r.firstIdx = mf.FileFromOffset() / int64(u.l.stride)
 	r.n = int64(mf.WrotePosition() / u.l.stride)
 	return true
@@ -330,7 +339,7 @@ func (r *unitReader) release() {
 // match: its unit is trusted and lacks one of the filter's bits. Any doubt
 // answers false (evaluate the record).
 func (r *unitReader) rejects(idx int64, e CQEntry) bool {
-	if r.mf == nil || e.CommitLogOffset < r.from || e.CommitLogOffset >= r.until {
+	if r.mf == nil || e.CommitLogOffset < r.from {
 		return false
 	}
 	i := idx - r.firstIdx
@@ -355,8 +364,8 @@ func (r *unitReader) rejects(idx int64, e CQEntry) bool {
 	return missing && binary.BigEndian.Uint32(u[12:]) == r.l.check(u)
 }
 
-// putFilterUnit computes and writes the filter unit of a record that just
-// got its consume-queue entry. A unit that cannot be written (a full disk,
+// putFilterUnit computes and writes the filter unit of a record about to
+// get its consume-queue entry (before it: see the orders above). A unit that cannot be written (a full disk,
 // an I/O error) is left out: reads evaluate that message, and dispatch goes
 // on. Called under the dispatch lock (it uses the reput's scratch bitmap).
 func (r *reputService) putFilterUnit(c FilterBitmapCalculator, cq *ConsumeQueue, req *DispatchRequest) {
@@ -376,15 +385,18 @@ func (r *reputService) putFilterUnit(c FilterBitmapCalculator, cq *ConsumeQueue,
 	}
 }
 
-// putUnit writes a filter unit under putMu, after the entry it belongs to.
+// putUnit writes a filter unit under putMu. A unit written for an entry
+// that then fails lies beyond the queue's end until a later entry takes its
+// place: it names another message then (and is not trusted), or the same
+// one dispatched again.
 func (cq *ConsumeQueue) putUnit(idx, phyOffset int64, size int32, bitmap []byte) error {
 	cq.putMu.Lock()
 	defer cq.putMu.Unlock()
 	if cq.destroyed {
 		return ErrCQDestroyed
 	}
-	if idx >= cq.MaxOffsetInQueue() {
-		return errors.New("store: filter unit beyond the consume queue's end")
+	if idx < 0 {
+		return errors.New("store: filter unit at a negative queue offset")
 	}
 	return cq.units.put(idx, phyOffset, size, bitmap)
 }

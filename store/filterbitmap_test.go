@@ -24,15 +24,14 @@ import (
 // of the records it was asked to evaluate.
 type bitmapFilter struct {
 	sqlFilter
-	bits        []uint32
-	from, until atomic.Int64
-	evals       atomic.Int64
+	bits    []uint32
+	from    atomic.Int64
+	retired atomic.Bool
+	evals   atomic.Int64
 }
 
 func newBitmapFilter(expr string, bits ...uint32) *bitmapFilter {
-	f := &bitmapFilter{sqlFilter: sqlFilter{filter.MustCompile(expr)}, bits: bits}
-	f.until.Store(math.MaxInt64)
-	return f
+	return &bitmapFilter{sqlFilter: sqlFilter{filter.MustCompile(expr)}, bits: bits}
 }
 
 func (f *bitmapFilter) MatchProperties(p []byte) bool {
@@ -40,8 +39,8 @@ func (f *bitmapFilter) MatchProperties(p []byte) bool {
 	return f.x.Match(p)
 }
 
-func (f *bitmapFilter) FilterBitmap() ([]uint32, int64, int64, bool) {
-	return f.bits, f.from.Load(), f.until.Load(), true
+func (f *bitmapFilter) FilterBitmap() ([]uint32, int64, bool) {
+	return f.bits, f.from.Load(), !f.retired.Load()
 }
 
 // testCalc is a FilterBitmapCalculator over a fixed set of filters per
@@ -191,8 +190,8 @@ func TestFilterBitmapFalsePositiveEvaluated(t *testing.T) {
 
 // An expression change registers a new filter with the same bits (bits
 // come from group and topic) and a new start: the old version's units are
-// not trusted for it, and the old version stops trusting units dispatched
-// after it was replaced.
+// not trusted for it, and the old version, withdrawn before the calculator
+// forgets it, trusts no unit any more.
 func TestFilterBitmapExpressionChange(t *testing.T) {
 	s := MustOpen(t, bitmapConfig(t.TempDir()))
 	calc := &testCalc{}
@@ -201,8 +200,8 @@ func TestFilterBitmapExpressionChange(t *testing.T) {
 	calc.register(s, "T", v1)
 	putRegions(t, s, 0, 400)
 	v2 := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	// Replace: v1 stops at the dispatched end, then v2 takes its place.
-	v1.until.Store(s.CommitLogMaxOffset())
+	// Replace: v1 is withdrawn, then v2 takes its place.
+	v1.retired.Store(true)
 	calc.mu.Lock()
 	calc.filters["T"] = nil
 	calc.mu.Unlock()

@@ -255,11 +255,11 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 					b[i] = byte(rng.Uint32())
 				}
 			case 4: // one bit flipped anywhere
-				b[rng.IntN(filterUnitHeader+u.l.bitmapBytes)] ^= 1 << rng.IntN(8)
+				b[rng.IntN(u.l.checkAt()+4)] ^= 1 << rng.IntN(8)
 			case 5: // the offset of another message, checksum recomputed
 				copy(b[:8], unit(idx + 1)[:8])
 				clear(b[filterUnitHeader:])
-				putBE32(b[12:], u.l.check(b))
+				putBE32(b[u.l.checkAt():], u.l.check(b))
 			}
 		}
 		require.Equal(t, eu, queueOffsets(t, s, f), "round %d", round)

@@ -300,9 +300,13 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	// (filterbitmap.go). Opened after the entries were fixed above: the
 	// range FilterBitmap returns covers every entry of buf.
 	var units unitReader
+	ahead := touchAhead * CQStoreUnitSize
 	if pf != nil && cq.units != nil {
 		if bf, ok := pf.(BitmapFilter); ok && units.open(cq, offset, bf) {
 			defer units.release()
+			// Most entries are skipped by their units: touch the records
+			// of a few likely matches ahead, not a few entries ahead.
+			ahead = touchAheadBitmap * CQStoreUnitSize
 		}
 	}
 	r.Status = NoMatchedMessage
@@ -340,8 +344,8 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 			if units.mf != nil && units.rejects(offset+int64(i/CQStoreUnitSize), e) {
 				continue // its unit says it does not match: the record is not read
 			}
-			if j := i + touchAhead*CQStoreUnitSize; j+CQStoreUnitSize <= len(b) {
-				if ej := decodeCQEntry(b[j:]); units.mf == nil || !units.rejects(offset+int64(j/CQStoreUnitSize), ej) {
+			if j := i + ahead; j+CQStoreUnitSize <= len(b) {
+				if ej := decodeCQEntry(b[j:]); units.mf == nil || !units.likelyRejects(offset+int64(j/CQStoreUnitSize), ej) {
 					cur.touch(ej)
 				}
 			}
@@ -418,8 +422,13 @@ type recordCursor struct {
 }
 
 // touchAhead is how many consume-queue entries ahead of the one evaluated
-// a property filter touches its record (recordCursor.touch).
-const touchAhead = 4
+// a property filter touches its record (recordCursor.touch);
+// touchAheadBitmap when filter units decide most entries without a read
+// (only the records of entries they do not reject are touched).
+const (
+	touchAhead       = 4
+	touchAheadBitmap = 32
+)
 
 // touch reads a byte of each cache line of the record of entry e that a
 // property filter reads: the header and the last 192 bytes (the

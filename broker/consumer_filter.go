@@ -58,6 +58,7 @@ type filterRecord struct {
 	ConsumerGroup  string `json:"consumerGroup"`
 	ExpressionType string `json:"expressionType"`
 	Expression     string `json:"expression"`
+	ClientVersion  int64  `json:"clientVersion"` // the subscription's subVersion
 	BornTime       int64  `json:"bornTime"`
 	DeadTime       int64  `json:"deadTime"`
 	// BitmapFrom is the commitlog offset from which on every message's
@@ -69,6 +70,7 @@ type filterRecord struct {
 // one topic). Everything but from, known and deadTime is immutable.
 type filterData struct {
 	topic, group, typ, expr string
+	subVersion              int64
 	bornTime                int64
 	deadTime                int64 // ms, 0 while its group subscribes; guarded by the manager's mu
 	bits                    []uint32
@@ -164,12 +166,12 @@ func (m *consumerFilterManager) pullFilter(group, topic, typ, expr string) *bitm
 	return nil
 }
 
-func (m *consumerFilterManager) newData(topic, group, typ, expr string, bornTime int64) (*filterData, error) {
+func (m *consumerFilterManager) newData(topic, group, typ, expr string, subVersion, bornTime int64) (*filterData, error) {
 	x, err := filter.Compile(expr)
 	if err != nil {
 		return nil, err
 	}
-	d := &filterData{topic: topic, group: group, typ: typ, expr: expr, bornTime: bornTime, x: x,
+	d := &filterData{topic: topic, group: group, typ: typ, expr: expr, subVersion: subVersion, bornTime: bornTime, x: x,
 		bits: m.bloom.BitPositions(group + "#" + topic)}
 	d.from.Store(math.MaxInt64)
 	d.pull = &bitmapSQLFilter{sqlFilter: sqlFilter{x: x}, d: d}
@@ -200,7 +202,7 @@ func (m *consumerFilterManager) start(st filterStore) error {
 		if r.ExpressionType != protocol.ExpressionSQL92 {
 			continue
 		}
-		d, err := m.newData(r.Topic, r.ConsumerGroup, r.ExpressionType, r.Expression, r.BornTime)
+		d, err := m.newData(r.Topic, r.ConsumerGroup, r.ExpressionType, r.Expression, r.ClientVersion, r.BornTime)
 		if err != nil {
 			m.log.WithError(err).WithFields(logrus.Fields{"topic": r.Topic, "group": r.ConsumerGroup}).Warn("saved consumer filter does not compile; dropped")
 			continue
@@ -269,7 +271,13 @@ func (m *consumerFilterManager) register(group string, subs []protocol.Subscript
 			}
 			continue
 		}
-		d, err := m.newData(sd.Topic, group, sd.ExpressionType, sd.SubString, now)
+		if old != nil && sd.SubVersion <= old.subVersion {
+			// An older subscription (members of a group in the middle of a
+			// change): RocketMQ keeps the newer one too, rather than
+			// flipping with every heartbeat.
+			continue
+		}
+		d, err := m.newData(sd.Topic, group, sd.ExpressionType, sd.SubString, sd.SubVersion, now)
 		if err != nil {
 			continue // its pulls are refused (SUBSCRIPTION_PARSE_FAILED)
 		}
@@ -403,7 +411,7 @@ func (m *consumerFilterManager) saveLocked() error {
 			from = d.from.Load()
 		}
 		f.Filters = append(f.Filters, filterRecord{Topic: d.topic, ConsumerGroup: d.group, ExpressionType: d.typ,
-			Expression: d.expr, BornTime: d.bornTime, DeadTime: d.deadTime, BitmapFrom: from})
+			Expression: d.expr, ClientVersion: d.subVersion, BornTime: d.bornTime, DeadTime: d.deadTime, BitmapFrom: from})
 	}
 	sort.Slice(f.Filters, func(i, j int) bool {
 		a, b := f.Filters[i], f.Filters[j]

@@ -133,7 +133,9 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &saved))
 	require.Len(t, saved.Filters, 1)
 	assert.Equal(t, filterRecord{Topic: "F", ConsumerGroup: "g", ExpressionType: protocol.ExpressionSQL92,
-		Expression: "region = 'eu'", BornTime: saved.Filters[0].BornTime, BitmapFrom: from}, saved.Filters[0])
+		Expression: "region = 'eu'", ClientVersion: saved.Filters[0].ClientVersion, BornTime: saved.Filters[0].BornTime,
+		BitmapFrom: from}, saved.Filters[0])
+	assert.Positive(t, saved.Filters[0].ClientVersion)
 
 	b = MustStartBroker(t, cfg)
 	pf = b.consume.bitmaps.pullFilter("g", "F", protocol.ExpressionSQL92, "region = 'eu'")
@@ -258,6 +260,11 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	assert.Equal(t, int64(4096), from)
 	assert.NotZero(t, m2.filters[filterRegKey{"T", "g2"}].deadTime)
 	assert.Nil(t, m2.pullFilter("g1", "T", protocol.ExpressionSQL92, "a = 1"))
+	older := sqlSub("T", "a = 9")
+	older.SubVersion = 1
+	m2.register("g2", []protocol.SubscriptionData{older})
+	assert.NotNil(t, m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2"), "an older subVersion does not replace the filter")
+	assert.Nil(t, m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 9"))
 
 	// Another bloom filter: the saved filters are dropped.
 	other, err := filter.NewBloom(10, 32)

@@ -380,3 +380,21 @@ func TestFilterBitmapNoFiltersNoSidecar(t *testing.T) {
 	_, err := os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
 	assert.True(t, os.IsNotExist(err))
 }
+
+// Units of a queue whose consume-queue directory was removed by hand are
+// deleted at open: the queue created again must not meet them.
+func TestFilterBitmapOrphanUnitsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(bitmapConfig(dir), nil)
+	require.NoError(t, err)
+	calc := &testCalc{}
+	s.SetFilterBitmapCalculator(calc)
+	calc.register(s, "T", newBitmapFilter("region = 'eu'", 3, 40, 101))
+	putRegions(t, s, 0, 50)
+	require.NoError(t, s.Shutdown(context.Background()))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, consumeQueueDirName, "T")))
+
+	s = MustOpen(t, bitmapConfig(dir))
+	_, err = os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
+	assert.True(t, os.IsNotExist(err), "orphan units are deleted")
+}

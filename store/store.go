@@ -205,6 +205,7 @@ func (s *Store) load() error {
 	if err := s.loadConsumeQueues(); err != nil {
 		return err
 	}
+	s.removeOrphanUnits()
 	if s.checkpoint, err = OpenCheckpoint(filepath.Join(s.cfg.StorePathRootDir, checkpointFileName),
 		CheckpointOptions{Log: s.log, Now: s.now, Fresh: s.commitLog.Files().Len() == 0}); err != nil {
 		return err
@@ -300,6 +301,40 @@ func (s *Store) loadConsumeQueues() error {
 		}
 	}
 	return nil
+}
+
+// removeOrphanUnits deletes sidecar directories of filter units whose
+// consume queue is gone (removed by hand): a queue created again later
+// must not meet them.
+func (s *Store) removeOrphanUnits() {
+	if s.cfg.FilterBitmapBits == 0 {
+		return
+	}
+	topics, err := os.ReadDir(s.unitRoot)
+	if err != nil {
+		return // none yet
+	}
+	for _, t := range topics {
+		dir := filepath.Join(s.unitRoot, t.Name())
+		queues, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		kept := 0
+		for _, q := range queues {
+			id, err := strconv.ParseInt(q.Name(), 10, 32)
+			if err == nil && s.cqs[queueKey{t.Name(), int32(id)}] != nil {
+				kept++
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, q.Name())); err != nil {
+				s.log.WithError(err).Warn("remove orphan filter bitmap files")
+			}
+		}
+		if kept == 0 {
+			_ = os.Remove(dir)
+		}
+	}
 }
 
 // loadDeletedMarker reads consumequeue/<topic>/.deleted.
@@ -768,6 +803,13 @@ func (s *Store) consumeQueueOrCreate(topic string, queueID int32) (*ConsumeQueue
 		return cq, nil
 	}
 	cq := s.newConsumeQueue(topic, queueID)
+	if cq.units != nil {
+		// A new queue has no units: files left in its sidecar directory
+		// (its queue directory removed by hand) would block new ones.
+		if err := os.RemoveAll(cq.units.q.Dir()); err != nil {
+			s.log.WithError(err).Warn("remove stale filter bitmap files")
+		}
+	}
 	s.cqs[k] = cq
 	return cq, nil
 }

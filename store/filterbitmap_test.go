@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorocketmq/gorocketmq/filter"
+	"github.com/gorocketmq/gorocketmq/internal/testfs"
 )
 
 // bitmapFilter is the broker's registered SQL92 filter in small: its bits,
@@ -397,4 +398,30 @@ func TestFilterBitmapOrphanUnitsRemoved(t *testing.T) {
 	s = MustOpen(t, bitmapConfig(dir))
 	_, err = os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
 	assert.True(t, os.IsNotExist(err), "orphan units are deleted")
+}
+
+// On a full disk a unit whose blocks cannot be reserved is left out: the
+// sidecar reserves before it writes (no SIGBUS), dispatch is not held up
+// (the consume queue had its blocks already) and the pull still returns
+// exactly the matches, evaluating the messages without units.
+func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
+	root := testfs.MustMountTmpfs(t, 12<<20)
+	cfg := bitmapConfig(filepath.Join(root, "store"))
+	cfg.MappedFileSizeConsumeQ = 10000 * CQStoreUnitSize // fully reserved at creation
+	cfg.MessageIndexEnable = false                      // index files would wait for space
+	s := MustOpen(t, cfg, lowUsage())
+	calc := &testCalc{}
+	s.SetFilterBitmapCalculator(calc)
+	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
+	calc.register(s, "T", f)
+	eu := putRegions(t, s, 0, 100) // the sidecar reserved its first 64 KiB: 2048 units
+	ballast := testfs.Fill(t, root, 0)
+	eu = append(eu, putRegions(t, s, 100, 2400)...) // beyond unit 2048: no room
+	assert.False(t, s.DiskFull(), "a unit left out does not refuse writes")
+	assert.Positive(t, s.reput.unitErrs.Load())
+
+	f.evals.Store(0)
+	assert.Equal(t, eu, queueOffsets(t, s, f))
+	assert.EqualValues(t, 2048/10+1+(2500-2048), f.evals.Load(), "units up to 2048, every message after")
+	require.NoError(t, os.Remove(ballast))
 }

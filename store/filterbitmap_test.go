@@ -408,7 +408,7 @@ func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
 	root := testfs.MustMountTmpfs(t, 12<<20)
 	cfg := bitmapConfig(filepath.Join(root, "store"))
 	cfg.MappedFileSizeConsumeQ = 10000 * CQStoreUnitSize // fully reserved at creation
-	cfg.MessageIndexEnable = false                      // index files would wait for space
+	cfg.MessageIndexEnable = false                       // index files would wait for space
 	s := MustOpen(t, cfg, lowUsage())
 	calc := &testCalc{}
 	s.SetFilterBitmapCalculator(calc)

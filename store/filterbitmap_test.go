@@ -425,3 +425,49 @@ func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
 	assert.EqualValues(t, 2048/10+1+(2500-2048), f.evals.Load(), "units up to 2048, every message after")
 	require.NoError(t, os.Remove(ballast))
 }
+
+// BenchmarkStorePutAndDispatchFilterBitmap is BenchmarkStorePutAndDispatch
+// with filter bitmaps on and two SQL92 filters registered for the topic:
+// what dispatch pays for each message's unit (evaluation and write).
+func BenchmarkStorePutAndDispatchFilterBitmap(b *testing.B) {
+	cfg := bitmapConfig(b.TempDir())
+	cfg.MappedFileSizeCommitLog = 64 << 20
+	cfg.MappedFileSizeConsumeQ = 300000 * CQStoreUnitSize
+	cfg.MaxHashSlotNum = 1 << 16
+	cfg.MaxIndexNum = 1 << 18
+	s := MustOpen(b, cfg)
+	calc := &benchCalcN{fs: []*bitmapFilter{newBitmapFilter("region = 'eu'", 3, 40, 101), newBitmapFilter("n > 100", 7, 50, 90)}}
+	s.SetFilterBitmapCalculator(calc)
+	m := newTestMessage("T", 0, body(0, 1024), "TagA", "k1")
+	m.SetProperty("region", "eu")
+	m.SetProperty("n", "7")
+	b.SetBytes(int64(len(m.Body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.QueueID = int32(i % 4)
+		if r := s.PutMessage(context.Background(), m); r.Status != PutOK {
+			b.Fatal(r.Err)
+		}
+	}
+	for s.DispatchBehindBytes() > 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// benchCalcN is testCalc without its lock, as the broker's (a snapshot).
+type benchCalcN struct{ fs []*bitmapFilter }
+
+func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
+	if topic != "T" {
+		return false
+	}
+	for _, f := range c.fs {
+		if f.x.Match(props) {
+			for _, b := range f.bits {
+				bm[b>>3] |= 1 << (b & 7)
+			}
+		}
+	}
+	return true
+}

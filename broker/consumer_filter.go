@@ -32,8 +32,8 @@ import (
 //   - replacing (an expression change) or dropping a filter first makes it
 //     unknown, then saves the registry, and only then publishes a snapshot
 //     without it: a pull checks known after it fixed its entries, and the
-//     store writes a unit before its entry, so a unit a pull trusts was
-//     computed while the filter was published;
+//     store writes a unit before its entry (never after), so a unit a pull
+//     trusts was computed while the filter was published;
 //   - consumerFilter.json is written before a snapshot without a filter is
 //     published, so a restart never trusts units of a filter the last run
 //     stopped computing; a new filter is saved first without from (-1,

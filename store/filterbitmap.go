@@ -61,10 +61,11 @@ import (
 //     records it dispatches lie below that end), so a filter registered by
 //     publishing it to the calculator and then reading the commitlog end
 //     covers every record at or beyond that end;
-//   - a unit is written before its consume-queue entry is published, so a
-//     pull that sees an entry and then finds the filter still known knows
-//     that the entry's unit was computed while the filter was known (a
-//     filter is withdrawn from the pulls before the calculator forgets it).
+//   - a unit is written before its consume-queue entry is published and
+//     never after, so a pull that sees an entry and then finds the filter
+//     still known knows that the entry's unit was computed while the filter
+//     was known (a filter is withdrawn from the pulls before the calculator
+//     forgets it).
 
 // filterUnitDirName is the sidecar root under the store root.
 const filterUnitDirName = "consumequeue_filter"
@@ -434,18 +435,23 @@ func (r *reputService) putFilterUnit(c FilterBitmapCalculator, cq *ConsumeQueue,
 	}
 }
 
-// putUnit writes a filter unit under putMu. A unit written for an entry
-// that then fails lies beyond the queue's end until a later entry takes its
-// place: it names another message then (and is not trusted), or the same
-// one dispatched again.
+// putUnit writes a filter unit under putMu, for an entry not published
+// yet: a unit never changes once a pull can see its entry (a record
+// dispatched again keeps the unit it had, or has none), so what a pull
+// trusts was computed when the filter was known. A unit written for an
+// entry that then fails lies beyond the queue's end until a later entry
+// takes its place: it names another message then (and is not trusted), or
+// the same one dispatched again.
 func (cq *ConsumeQueue) putUnit(idx, phyOffset int64, size int32, bitmap []byte) error {
 	cq.putMu.Lock()
 	defer cq.putMu.Unlock()
-	if cq.destroyed {
+	switch {
+	case cq.destroyed:
 		return ErrCQDestroyed
-	}
-	if idx < 0 {
+	case idx < 0:
 		return errors.New("store: filter unit at a negative queue offset")
+	case idx < cq.MaxOffsetInQueue():
+		return nil // its entry is published
 	}
 	return cq.units.put(idx, phyOffset, size, bitmap)
 }

@@ -471,3 +471,24 @@ func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) boo
 	}
 	return true
 }
+
+// A unit is never rewritten once its entry is published (a record
+// dispatched again keeps its unit): what a pull read cannot change under
+// it, computed by a later calculator.
+func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
+	s := MustOpen(t, bitmapConfig(t.TempDir()))
+	calc := &testCalc{}
+	s.SetFilterBitmapCalculator(calc)
+	calc.register(s, "T", newBitmapFilter("region = 'eu'", 3, 40, 101))
+	putRegions(t, s, 0, 20)
+	cq := s.consumeQueue("T", 0)
+	mf := cq.units.q.FirstMappedFile()
+	before := bytes.Clone(mf.Buffer()[:20*32])
+	e, ok := cq.Entry(5)
+	require.True(t, ok)
+	require.NoError(t, cq.putUnit(5, e.CommitLogOffset, e.Size, make([]byte, 14)))
+	assert.Equal(t, before, mf.Buffer()[:20*32])
+	// The next entry's unit is written.
+	require.NoError(t, cq.putUnit(20, 12345, 99, make([]byte, 14)))
+	assert.NotEqual(t, make([]byte, 32), mf.Buffer()[20*32:21*32])
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 // Filter bitmaps (RocketMQ's enableCalcFilterBitMap).
@@ -305,12 +307,67 @@ func (u *filterUnits) truncate(idx int64) error {
 		return err
 	}
 	if mf := u.q.FindMappedFileByOffset(off, false); mf != nil {
-		// Holes read as zeros and are left alone (zeroTail writes only
-		// non-zero pages), so no block is allocated here.
-		if err := zeroTail(mf, int(off-mf.FileFromOffset()), false); err != nil {
+		pos := int(off - mf.FileFromOffset())
+		if err := zeroData(mf, pos); err != nil {
 			return err
 		}
-		mf.SetWrotePosition(int(off - mf.FileFromOffset()))
+		mf.SetWrotePosition(pos)
+	}
+	return nil
+}
+
+// zeroData zeroes bytes [pos, end) of a sidecar file, reading only the
+// parts of it that hold data (SEEK_DATA/SEEK_HOLE): the files are sparse,
+// and reading a hole through the mapping would fill the page cache with
+// zeros for every queue at every start. Where the file system cannot tell
+// data from holes, the whole tail is read. Only non-zero pages are written
+// (zeroTail), so no block is allocated here.
+func zeroData(mf *MappedFile, pos int) error {
+	fd := int(mf.file.Fd())
+	size := int64(mf.FileSize())
+	for p := int64(pos); p < size; {
+		d, err := unix.Seek(fd, p, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // no data beyond p
+		}
+		if err != nil {
+			return zeroTail(mf, int(p), false)
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			return zeroTail(mf, int(p), false)
+		}
+		if err := zeroRange(mf, int(max(d, p)), int(min(h, size))); err != nil {
+			return err
+		}
+		p = h
+	}
+	return nil
+}
+
+// zeroRange clears the non-zero pages of [from, to) of the mapping and
+// syncs what it cleared.
+func zeroRange(mf *MappedFile, from, to int) error {
+	b := mf.Buffer()
+	var zero [osPageSize]byte
+	dirtyFrom, dirtyTo := -1, -1
+	for p := from; p < to; {
+		end := min((p/osPageSize+1)*osPageSize, to)
+		if !bytes.Equal(b[p:end], zero[:end-p]) {
+			clear(b[p:end])
+			if dirtyFrom < 0 {
+				dirtyFrom = p
+			}
+			dirtyTo = end
+		}
+		p = end
+	}
+	if dirtyFrom < 0 {
+		return nil
+	}
+	start := dirtyFrom &^ (osPageSize - 1)
+	if err := unix.Msync(b[start:dirtyTo], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("store: sync zeroed filter units of %s [%d,%d): %w", mf.Path(), dirtyFrom, dirtyTo, err)
 	}
 	return nil
 }

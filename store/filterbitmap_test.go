@@ -492,3 +492,35 @@ func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 	require.NoError(t, cq.putUnit(20, 12345, 99, make([]byte, 14)))
 	assert.NotEqual(t, make([]byte, 32), mf.Buffer()[20*32:21*32])
 }
+
+// Units beyond a consume queue's recovered end are zeroed at open: the
+// entries rebuilt there by dispatch (before the broker hands its
+// calculator back) have none, and their messages are evaluated.
+func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(bitmapConfig(dir), nil)
+	require.NoError(t, err)
+	calc := &testCalc{}
+	s.SetFilterBitmapCalculator(calc)
+	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
+	calc.register(s, "T", f)
+	eu := putRegions(t, s, 0, 300)
+	require.NoError(t, s.Shutdown(context.Background()))
+
+	// Entries 250-299 lost (the second consume-queue file holds 200-399).
+	cqFile := filepath.Join(dir, consumeQueueDirName, "T", "0", fileName(200*CQStoreUnitSize))
+	b, err := os.ReadFile(cqFile)
+	require.NoError(t, err)
+	clear(b[50*CQStoreUnitSize:])
+	require.NoError(t, os.WriteFile(cqFile, b, 0o644))
+
+	s = MustOpen(t, bitmapConfig(dir))
+	cq := s.consumeQueue("T", 0)
+	require.Equal(t, int64(300), cq.MaxOffsetInQueue(), "dispatch rebuilt the entries")
+	mf := cq.units.q.FindMappedFileByOffset(250*32, false)
+	require.NotNil(t, mf)
+	assert.True(t, isZero(mf.Buffer()[50*32:100*32]), "their units were cut")
+	assert.False(t, isZero(mf.Buffer()[:50*32]))
+	assert.Equal(t, eu, queueOffsets(t, s, f))
+	assert.EqualValues(t, 25+50, f.evals.Load())
+}

@@ -297,8 +297,8 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	var cur recordCursor
 	defer cur.release()
 	// A registered SQL92 filter checks each entry's filter unit first
-	// (filterbitmap.go). Opened after the entries were fixed above: the
-	// range FilterBitmap returns covers every entry of buf.
+	// (filterbitmap.go). Opened after the entries were fixed above: its
+	// FilterBitmap answer must come after them for the units to be trusted.
 	var units unitReader
 	ahead := touchAhead * CQStoreUnitSize
 	if pf != nil && cq.units != nil {

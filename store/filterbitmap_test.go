@@ -524,3 +524,22 @@ func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	assert.Equal(t, eu, queueOffsets(t, s, f))
 	assert.EqualValues(t, 25+50, f.evals.Load())
 }
+
+// A slave's store computes filter units for what it replicates: replica
+// bytes go through the same dispatch.
+func TestFilterBitmapSlaveComputesUnits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	master := MustOpen(t, testConfig(t.TempDir(), AsyncFlush))
+	scfg := bitmapConfig(t.TempDir())
+	scfg.Slave = true
+	slave := MustOpen(t, scfg)
+	calc := &testCalc{}
+	slave.SetFilterBitmapCalculator(calc)
+	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
+	calc.register(slave, "T", f)
+	eu := putRegions(t, master, 0, 500)
+	replicate(t, master, slave, 0, rng)
+	waitDispatched(t, slave)
+	assert.Equal(t, eu, queueOffsets(t, slave, f))
+	assert.EqualValues(t, len(eu), f.evals.Load(), "only the matches are read on the slave")
+}

@@ -157,9 +157,7 @@ func (cs *consumeState) start() error {
 		return err
 	}
 	if cs.bitmaps != nil && cs.b.store.FilterBitmapsEnabled() {
-		if err := cs.bitmaps.start(cs.b.store); err != nil {
-			return err
-		}
+		cs.bitmaps.start(cs.b.store)
 	}
 	cs.b.store.SetArrivingListener(cs.hold.notifyMessageArriving)
 	cs.started = true

@@ -179,8 +179,11 @@ func (m *consumerFilterManager) newData(topic, group, typ, expr string, subVersi
 }
 
 // start loads consumerFilter.json, hands the registry to the store's
-// dispatch and decides from for filters saved without it.
-func (m *consumerFilterManager) start(st filterStore) error {
+// dispatch and decides from for filters saved without it. A file that does
+// not load (nor its .bak) is logged and the registry starts empty: it only
+// makes pulls faster, and groups register again with their next
+// heartbeat (from the commitlog end then, so no old unit is trusted).
+func (m *consumerFilterManager) start(st filterStore) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st = st
@@ -190,7 +193,8 @@ func (m *consumerFilterManager) start(st filterStore) error {
 		return f, err
 	})
 	if err != nil {
-		return err
+		m.log.WithError(err).Error("consumer filters do not load; starting without them")
+		f, found = consumerFilterFile{}, false
 	}
 	now := m.now().UnixMilli()
 	if found && (f.BloomK != m.bloom.K || f.BloomM != m.bloom.M) {
@@ -228,7 +232,6 @@ func (m *consumerFilterManager) start(st filterStore) error {
 		}
 	}
 	m.markKnownLocked(pending)
-	return nil
 }
 
 // stop detaches the registry from dispatch and saves it.

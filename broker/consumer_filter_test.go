@@ -192,7 +192,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
 	st := &fakeFilterStore{}
 	st.end.Store(4096)
-	require.NoError(t, m.start(st))
+	m.start(st)
 	require.NotNil(t, st.calc.Load())
 
 	m.register("g1", []protocol.SubscriptionData{sqlSub("T", "a = 1"), bcTagSub("U", "*")})
@@ -252,7 +252,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	assert.Nil(t, st.calc.Load())
 	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	st.end.Store(1 << 20)
-	require.NoError(t, m2.start(st))
+	m2.start(st)
 	f2 := m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2")
 	require.NotNil(t, f2)
 	_, from, ok := f2.FilterBitmap()
@@ -270,7 +270,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	other, err := filter.NewBloom(10, 32)
 	require.NoError(t, err)
 	m3 := newConsumerFilterManager(path, other, time.Hour, baLogger())
-	require.NoError(t, m3.start(st))
+	m3.start(st)
 	assert.Nil(t, m3.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2"))
 }
 
@@ -290,11 +290,29 @@ func TestConsumerFilterManagerUnknownStartAtLoad(t *testing.T) {
 	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	st := &fakeFilterStore{}
 	st.end.Store(777)
-	require.NoError(t, m.start(st))
+	m.start(st)
 	f := m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
 	require.NotNil(t, f)
 	_, from, ok := f.FilterBitmap()
 	assert.True(t, ok)
 	assert.Equal(t, int64(777), from)
 	assert.Len(t, m.filters, 1, "an expression that does not compile is dropped")
+}
+
+// A consumerFilter.json that does not load (nor its .bak) costs the
+// registrations, not the broker's start.
+func TestConsumerFilterManagerDamagedFile(t *testing.T) {
+	bloom, err := filter.NewBloom(20, 32)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), consumerFilterFileName)
+	require.NoError(t, os.WriteFile(path, []byte("{not json"), 0o644))
+	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	st := &fakeFilterStore{}
+	m.start(st)
+	assert.NotNil(t, st.calc.Load())
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
+	require.NotNil(t, m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"))
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"consumerGroup": "g"`, "the registry is saved again")
 }

@@ -56,6 +56,9 @@ func (cs *consumeState) processHeartbeat(c *remoting.Conn, req *remoting.Command
 			cs.log.WithFields(logrus.Fields{"group": cd.GroupName, "clientId": hb.ClientID, "peer": c.RemoteAddr()}).
 				Info("consumer group changed")
 		}
+		if cs.bitmaps != nil {
+			cs.bitmaps.register(cd.GroupName, cd.SubscriptionDataSet)
+		}
 	}
 	for _, pd := range hb.ProducerDataSet {
 		if pd.GroupName != "" {

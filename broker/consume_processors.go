@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
+	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // Consume-side limits with no RocketMQ key.
@@ -66,6 +67,9 @@ type consumeState struct {
 	locks     *RebalanceLockManager
 	hold      *pullHoldService
 	filters   *filterCache // compiled SQL92 subscriptions
+	// bitmaps is the registry of SQL92 filters whose bitmaps the store
+	// computes (enableCalcFilterBitMap), nil when off.
+	bitmaps *consumerFilterManager
 
 	notifyCh chan notifyTask
 
@@ -129,6 +133,12 @@ func newConsumeState(b *Broker) *consumeState {
 		return compileSubscription(typ, expr)
 	}
 	cs.hold = newPullHoldService(cs)
+	if b.cfg.EnableCalcFilterBitMap && b.cfg.EnablePropertyFilter {
+		if bloom, err := b.cfg.FilterBloom(); err == nil { // Validate reports an error
+			cs.bitmaps = newConsumerFilterManager(filepath.Join(cfgDir, consumerFilterFileName), bloom,
+				time.Duration(b.cfg.FilterDataCleanTimeSpan)*time.Millisecond, b.log)
+		}
+	}
 	return cs
 }
 
@@ -145,6 +155,9 @@ func (cs *consumeState) start() error {
 	}
 	if err := cs.groups.Load(); err != nil {
 		return err
+	}
+	if cs.bitmaps != nil && cs.b.store.FilterBitmapsEnabled() {
+		cs.bitmaps.start(cs.b.store)
 	}
 	cs.b.store.SetArrivingListener(cs.hold.notifyMessageArriving)
 	cs.started = true
@@ -178,6 +191,9 @@ func (cs *consumeState) shutdown() {
 		}
 		if st := cs.b.store; st != nil {
 			st.SetArrivingListener(nil)
+		}
+		if cs.bitmaps != nil {
+			cs.bitmaps.stop()
 		}
 		if err := cs.offsets.Persist(); err != nil {
 			cs.log.WithError(err).Error("persist consumer offsets at shutdown")
@@ -248,7 +264,30 @@ func (cs *consumeState) clientScanLoop() {
 			_ = c.Close()
 		}
 		cs.locks.RemoveExpired()
+		if cs.bitmaps != nil {
+			cs.bitmaps.clean(cs.subscribesWith)
+		}
 	}
+}
+
+// subscribesWith reports whether group is online and subscribes to topic
+// with the SQL92 expression expr (the filter registry's liveness check).
+func (cs *consumeState) subscribesWith(group, topic, expr string) bool {
+	sd, _, found, online := cs.consumers.Subscription(group, topic)
+	return online && found && sd.ExpressionType == protocol.ExpressionSQL92 && sd.SubString == expr
+}
+
+// withBitmap returns the registered filter of the group's subscription when
+// it filters by the same SQL92 expression (the store then checks bitmaps
+// before it reads records), else f.
+func (cs *consumeState) withBitmap(f store.MessageFilter, group, topic, typ, expr string) store.MessageFilter {
+	if cs.bitmaps == nil || typ != protocol.ExpressionSQL92 {
+		return f
+	}
+	if bf := cs.bitmaps.pullFilter(group, topic, typ, expr); bf != nil {
+		return bf
+	}
+	return f
 }
 
 // offsetPersistLoop writes consumerOffset.json every

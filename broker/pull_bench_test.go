@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/netip"
@@ -22,7 +23,11 @@ import (
 
 // bcBenchBroker starts a broker with a topic "B" of one queue holding n
 // messages of size bytes, tagged tagA.
-func bcBenchBroker(b *testing.B, n, size int) *Broker {
+func bcBenchBroker(b *testing.B, n, size int) *Broker { return bcBenchBrokerWith(b, n, size, nil) }
+
+// bcBenchBrokerWith is bcBenchBroker with tweak applied to the config
+// before the broker starts.
+func bcBenchBrokerWith(b *testing.B, n, size int, tweak func(*conf.BrokerConfig)) *Broker {
 	b.Helper()
 	cfg := conf.DefaultBrokerConfig()
 	cfg.BrokerName = "broker-a"
@@ -32,6 +37,9 @@ func bcBenchBroker(b *testing.B, n, size int) *Broker {
 	cfg.MappedFileSizeConsumeQueue = 300000 * 20
 	cfg.MaxHashSlotNum, cfg.MaxIndexNum = 1000, 4000
 	cfg.ServerSelectorThreads = 1
+	if tweak != nil {
+		tweak(&cfg)
+	}
 	br, err := New(&cfg, baLogger())
 	require.NoError(b, err)
 	require.NoError(b, br.Start())
@@ -113,6 +121,40 @@ const consumeBacklogSize = 20000
 func BenchmarkConsumeBacklogSQL92VsTag(b *testing.B) {
 	br := bcBenchBroker(b, 0, 0)
 	br.cfg.EnablePropertyFilter = true
+	benchConsumeBacklog(b, br)
+}
+
+// BenchmarkConsumeBacklogSQL92VsTagBitmap is BenchmarkConsumeBacklogSQL92VsTag
+// with enableCalcFilterBitMap on and the group's SQL92 subscription
+// registered (by a heartbeat) before the backlog is stored: a consumer group
+// that went offline while its backlog built up. The SQL92 pulls then skip
+// the records whose bitmaps lack the group's bits without reading them.
+func BenchmarkConsumeBacklogSQL92VsTagBitmap(b *testing.B) {
+	br := bcBenchBrokerWith(b, 0, 0, func(cfg *conf.BrokerConfig) {
+		cfg.EnablePropertyFilter = true
+		cfg.EnableCalcFilterBitMap = true
+	})
+	cl := remoting.NewClient(remoting.ClientConfig{Logger: baLogger()})
+	hb, err := json.Marshal(&protocol.HeartbeatData{ClientID: "bench-client", ConsumerDataSet: []protocol.ConsumerData{{
+		GroupName: "cg", ConsumeType: protocol.ConsumePassively, MessageModel: protocol.Clustering,
+		ConsumeFromWhere: protocol.ConsumeFromFirstOffset, SubscriptionDataSet: []protocol.SubscriptionData{{
+			Topic: "B", SubString: "region = 'eu'", ExpressionType: protocol.ExpressionSQL92, SubVersion: 1,
+		}},
+	}}})
+	require.NoError(b, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, err := cl.InvokeSync(ctx, br.Addr(), remoting.NewRequest(remoting.HeartBeat, nil, hb))
+	cancel()
+	require.NoError(b, err)
+	require.Equal(b, int32(remoting.Success), resp.Code, resp.Remark)
+	require.NoError(b, cl.Close()) // the group goes offline; its filter stays registered
+	require.NotNil(b, br.consume.bitmaps.pullFilter("cg", "B", protocol.ExpressionSQL92, "region = 'eu'"))
+	benchConsumeBacklog(b, br)
+}
+
+// benchConsumeBacklog stores the backlog and measures its consumption for
+// the benchmarks above.
+func benchConsumeBacklog(b *testing.B, br *Broker) {
 	body := []byte(strings.Repeat("x", 1024))
 	for i := range consumeBacklogSize {
 		tag, region := "TagB", "us"

@@ -136,7 +136,7 @@ func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
 		if resp := cs.refuseFilter(req, h.ExpressionType, c); resp != nil {
 			return resp
 		}
-		pr.filter = c.filter
+		pr.filter = cs.withBitmap(c.filter, h.ConsumerGroup, h.Topic, h.ExpressionType, h.Subscription)
 		return nil
 	}
 	// Otherwise the subscription is the one the group registered by
@@ -157,7 +157,7 @@ func (cs *consumeState) checkPull(pr *pullRequest) *remoting.Command {
 	if resp := cs.refuseFilter(req, sd.ExpressionType, compiled); resp != nil {
 		return resp
 	}
-	pr.filter = compiled.filter
+	pr.filter = cs.withBitmap(compiled.filter, h.ConsumerGroup, h.Topic, sd.ExpressionType, sd.SubString)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/gorocketmq/gorocketmq/filter"
 	"github.com/gorocketmq/gorocketmq/store"
 	"github.com/gorocketmq/gorocketmq/store/ha"
 )
@@ -85,6 +86,36 @@ type BrokerConfig struct {
 	// properties, evaluated on the broker). Off, as RocketMQ's default,
 	// their pulls are refused with SYSTEM_ERROR saying so.
 	EnablePropertyFilter bool `mapstructure:"enablePropertyFilter"`
+	// EnableCalcFilterBitMap (with enablePropertyFilter; off, as RocketMQ's
+	// default) evaluates every SQL92 subscription that consumer groups
+	// registered by heartbeat on each new message of its topic when the
+	// message is stored, and keeps the result as a bloom-filter bitmap
+	// beside the consume queue (<storePathRootDir>/consumequeue_filter/,
+	// the consume-queue files themselves are unchanged). A pull of a
+	// registered subscription then skips messages that certainly do not
+	// match without reading them: a stored backlog is consumed about as
+	// fast as with a tag filter. It costs the evaluation of each
+	// registered expression of a topic per message stored. Registrations
+	// are kept in config/consumerFilter.json, those of groups gone for
+	// filterDataCleanTimeSpan are dropped; messages stored before a group
+	// registered are evaluated when pulled, as without bitmaps.
+	EnableCalcFilterBitMap bool `mapstructure:"enableCalcFilterBitMap"`
+	// ExpectConsumerNumUseFilter (32) and MaxErrorRateOfBloomFilter (20,
+	// percent, 1-99) size the bloom filter: with that many SQL92 groups on
+	// a topic, at most that share of non-matching messages is read anyway
+	// (a false positive costs an evaluation, never a wrong answer). The
+	// defaults give bitmaps of 112 bits; at most store.MaxFilterBitmapBits.
+	ExpectConsumerNumUseFilter int `mapstructure:"expectConsumerNumUseFilter"`
+	MaxErrorRateOfBloomFilter  int `mapstructure:"maxErrorRateOfBloomFilter"`
+	// BitMapLengthConsumeQueueExt (64) is accepted for compatibility: as in
+	// RocketMQ, the bitmap length is the bloom filter's, derived from the
+	// two keys above.
+	BitMapLengthConsumeQueueExt int `mapstructure:"bitMapLengthConsumeQueueExt"`
+	// FilterDataCleanTimeSpan is how long, in ms, the SQL92 registration of
+	// a group that stopped subscribing is kept (24 h, RocketMQ's): its
+	// bitmaps keep being computed meanwhile, so a group back from an
+	// outage consumes its backlog at bitmap speed.
+	FilterDataCleanTimeSpan int64 `mapstructure:"filterDataCleanTimeSpan"`
 
 	// AclEnable checks every request against the accounts of AclPlainFile
 	// (RocketMQ 4.x plain ACL).
@@ -341,6 +372,10 @@ func DefaultBrokerConfig() BrokerConfig {
 	}
 	send := min(cpus, 4)
 	return BrokerConfig{
+		ExpectConsumerNumUseFilter:  32,
+		MaxErrorRateOfBloomFilter:   20,
+		BitMapLengthConsumeQueueExt: 64,
+		FilterDataCleanTimeSpan:     24 * 3600 * 1000,
 		RocketmqHome:                os.Getenv("ROCKETMQ_HOME"),
 		AclPlainFile:                filepath.Join("conf", "plain_acl.yml"),
 		BrokerName:                  host,
@@ -480,6 +515,21 @@ func (c *BrokerConfig) Validate() error {
 	}
 	if _, err := store.ParseFlushDiskType(c.FlushDiskType); err != nil {
 		return bad("flushDiskType", c.FlushDiskType, "is neither ASYNC_FLUSH nor SYNC_FLUSH")
+	}
+	if c.EnableCalcFilterBitMap {
+		switch b, err := c.FilterBloom(); {
+		case c.MaxErrorRateOfBloomFilter < 1 || c.MaxErrorRateOfBloomFilter > 99:
+			return bad("maxErrorRateOfBloomFilter", c.MaxErrorRateOfBloomFilter, "must be a percentage within 1-99")
+		case c.ExpectConsumerNumUseFilter < 1:
+			return bad("expectConsumerNumUseFilter", c.ExpectConsumerNumUseFilter, "must be at least 1")
+		case err != nil:
+			return bad("expectConsumerNumUseFilter", c.ExpectConsumerNumUseFilter, err.Error())
+		case b.M > store.MaxFilterBitmapBits:
+			return bad("expectConsumerNumUseFilter", c.ExpectConsumerNumUseFilter,
+				fmt.Sprintf("with maxErrorRateOfBloomFilter=%d needs bitmaps of %d bits, more than %d", c.MaxErrorRateOfBloomFilter, b.M, store.MaxFilterBitmapBits))
+		case c.FilterDataCleanTimeSpan <= 0:
+			return bad("filterDataCleanTimeSpan", c.FilterDataCleanTimeSpan, "must be positive (ms)")
+		}
 	}
 	if c.BrokerIP1 != "" {
 		if _, err := netip.ParseAddr(c.BrokerIP1); err != nil {
@@ -805,6 +855,11 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 	sc.MessageIndexEnable = c.MessageIndexEnable
 	sc.CheckCRCOnRecover = c.CheckCRCOnRecover
 	sc.EnabledAppendPropCRC = c.EnabledAppendPropCRC
+	if c.EnableCalcFilterBitMap && c.EnablePropertyFilter {
+		if b, err := c.FilterBloom(); err == nil { // Validate reports an error
+			sc.FilterBitmapBits, sc.FilterBitmapHashes = b.M, b.K
+		}
+	}
 	sc.DeleteWhen = c.DeleteWhen
 	sc.FileReservedTime = time.Duration(c.FileReservedTime) * time.Hour
 	sc.DiskMaxUsedSpaceRatio = c.DiskMaxUsedSpaceRatio
@@ -826,3 +881,9 @@ func (c *BrokerConfig) StoreConfig() *store.Config {
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// FilterBloom is the bloom filter of the filter bitmaps
+// (maxErrorRateOfBloomFilter, expectConsumerNumUseFilter).
+func (c *BrokerConfig) FilterBloom() (filter.Bloom, error) {
+	return filter.NewBloom(c.MaxErrorRateOfBloomFilter, c.ExpectConsumerNumUseFilter)
+}

@@ -157,3 +157,50 @@ func TestBrokerConfigValidate(t *testing.T) {
 	_, err := LoadBrokerConfig(p, nil)
 	assert.ErrorIs(t, err, ErrBadValue)
 }
+
+// The filter-bitmap keys load from broker.conf in RocketMQ's names, size
+// the store's bitmaps only with enablePropertyFilter too, and refuse a bloom
+// filter too large for a unit.
+func TestBrokerConfigFilterBitmapKeys(t *testing.T) {
+	log, _ := test.NewNullLogger()
+	def := DefaultBrokerConfig()
+	assert.False(t, def.EnableCalcFilterBitMap, "off by default, as in RocketMQ")
+	assert.Equal(t, 32, def.ExpectConsumerNumUseFilter)
+	assert.Equal(t, 20, def.MaxErrorRateOfBloomFilter)
+	assert.Equal(t, 64, def.BitMapLengthConsumeQueueExt)
+	assert.Equal(t, int64(24*3600*1000), def.FilterDataCleanTimeSpan)
+	assert.Zero(t, def.StoreConfig().FilterBitmapBits)
+
+	p := writeFile(t, "broker.conf", `enableCalcFilterBitMap = true
+expectConsumerNumUseFilter = 64
+maxErrorRateOfBloomFilter = 10
+bitMapLengthConsumeQueueExt = 128
+filterDataCleanTimeSpan = 60000
+`)
+	cfg, err := LoadBrokerConfig(p, log)
+	require.NoError(t, err)
+	assert.True(t, cfg.EnableCalcFilterBitMap)
+	assert.Equal(t, 64, cfg.ExpectConsumerNumUseFilter)
+	assert.Equal(t, 10, cfg.MaxErrorRateOfBloomFilter)
+	assert.Equal(t, int64(60000), cfg.FilterDataCleanTimeSpan)
+	assert.Zero(t, cfg.StoreConfig().FilterBitmapBits, "no SQL92 without enablePropertyFilter: no bitmaps")
+	cfg.EnablePropertyFilter = true
+	sc := cfg.StoreConfig()
+	assert.Equal(t, 312, sc.FilterBitmapBits, "64 filters at 10%%: ceil(64*log2(10)*log2(e)) bits, whole bytes")
+	assert.Equal(t, 4, sc.FilterBitmapHashes)
+
+	for _, tc := range []struct{ key, value string }{
+		{"maxErrorRateOfBloomFilter", "0"},
+		{"maxErrorRateOfBloomFilter", "100"},
+		{"expectConsumerNumUseFilter", "0"},
+		{"expectConsumerNumUseFilter", "1000"}, // 3351 bits
+		{"filterDataCleanTimeSpan", "0"},
+	} {
+		c := DefaultBrokerConfig()
+		c.EnableCalcFilterBitMap = true
+		require.NoError(t, Set(&c, tc.key, tc.value))
+		err := c.Validate()
+		assert.ErrorIs(t, err, ErrBadValue, tc.key)
+		assert.ErrorContains(t, err, tc.key)
+	}
+}

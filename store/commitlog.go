@@ -117,6 +117,10 @@ type DispatchRequest struct {
 	SysFlag                   int32
 	PreparedTransactionOffset int64
 	BlankRecord               bool // end-of-file marker: MsgSize 0, go to the next file
+	// props are the record's encoded properties, a slice of the buffer
+	// CheckRecord read (valid while it is held): filter bitmaps are
+	// computed from them.
+	props []byte
 }
 
 // topicQueueKey identifies a consume queue; a struct key avoids building the
@@ -863,7 +867,8 @@ func CheckRecord(b []byte, checkCRC bool) (DispatchRequest, error) {
 	}
 	// Dispatch runs for every stored message: pick the four properties it
 	// needs out of the record in one pass instead of building a map.
-	keys, uniqKey, tags, timerOut := dispatchProperties(r.Properties())
+	d.props = r.Properties()
+	keys, uniqKey, tags, timerOut := dispatchProperties(d.props)
 	if len(keys) > 0 {
 		d.Keys = string(keys)
 	}

@@ -66,6 +66,15 @@ type Config struct {
 	CleanResourceInterval    time.Duration // cleanResourceInterval (10 s)
 	StoreHost                string        // brokerIP1:listenPort, written into every record and offsetMsgId
 	Slave                    bool          // brokerRole=SLAVE: puts are refused, replication writes (Store.SetSlave)
+	// FilterBitmapBits is the length in bits of a filter bitmap
+	// (enableCalcFilterBitMap: the bloom filter's m, which RocketMQ also
+	// writes into bitMapLengthConsumeQueueExt); 0 turns filter bitmaps off
+	// and deletes any left by an earlier run. At most MaxFilterBitmapBits.
+	FilterBitmapBits int
+	// FilterBitmapHashes is the bloom filter's number of bits per filter
+	// (k). With FilterBitmapBits it seeds every unit's checksum, so units
+	// written under other bloom parameters are never trusted.
+	FilterBitmapHashes int
 }
 
 // DefaultConfig returns RocketMQ 4.9's defaults, rooted at dir.

@@ -86,6 +86,10 @@ type ConsumeQueue struct {
 	// minLogicOffset is the byte offset of the first entry still pointing at
 	// a live message.
 	minLogicOffset atomic.Int64
+	// units is the queue's filter-bitmap sidecar (filterbitmap.go), nil
+	// when filter bitmaps are off. Its files follow the queue's: cut with
+	// it, deleted with it, flushed with it.
+	units *filterUnits
 }
 
 // NewConsumeQueue returns the queue for topic/queueID under rootDir (the
@@ -124,7 +128,12 @@ func (cq *ConsumeQueue) QueueID() int32 { return cq.queueID }
 func (cq *ConsumeQueue) Files() *MappedFileQueue { return cq.q }
 
 // Load maps the queue's files.
-func (cq *ConsumeQueue) Load() error { return cq.q.Load() }
+func (cq *ConsumeQueue) Load() error {
+	if cq.units != nil {
+		cq.units.load()
+	}
+	return cq.q.Load()
+}
 
 // Recover finds the last valid entry, scanning from the third-newest file
 // forward, sets the write and flush positions after it and deletes or cuts
@@ -327,6 +336,9 @@ func (cq *ConsumeQueue) TruncateDirty(phyOffset int64) error {
 		}
 		break
 	}
+	// Units of the entries cut must not meet the messages that take their
+	// offsets next.
+	cq.truncateUnitsLocked()
 	cq.maxPhysicOffset.Store(maxPhy)
 	if cq.q.Len() == 0 {
 		cq.minLogicOffset.Store(0)
@@ -387,6 +399,11 @@ func (cq *ConsumeQueue) DeleteExpired(phyMinOffset int64, forceTimeout time.Dura
 		}
 		return mf.WrotePosition() >= CQStoreUnitSize // blank entries only
 	}, forceTimeout)
+	if cq.units != nil {
+		if first := cq.q.FirstMappedFile(); first != nil {
+			cq.units.deleteBelow(first.FileFromOffset()/CQStoreUnitSize, forceTimeout)
+		}
+	}
 	cq.CorrectMinOffset(phyMinOffset)
 	return n
 }
@@ -425,18 +442,30 @@ func (cq *ConsumeQueue) OffsetByTime(ts int64, storeTime func(phyOffset int64, s
 
 // Flush persists entries (leastPages as in MappedFileQueue.Flush).
 func (cq *ConsumeQueue) Flush(leastPages int) error {
+	if cq.units != nil {
+		// Units are not worth an error: one lost is evaluated on read.
+		_, _ = cq.units.q.Flush(leastPages)
+	}
 	_, err := cq.q.Flush(leastPages)
 	return err
 }
 
 // FlushAll persists every entry.
 func (cq *ConsumeQueue) FlushAll() error {
+	if cq.units != nil {
+		_, _ = cq.units.q.FlushAll()
+	}
 	_, err := cq.q.FlushAll()
 	return err
 }
 
 // Close unmaps the files.
-func (cq *ConsumeQueue) Close() error { return cq.q.Close() }
+func (cq *ConsumeQueue) Close() error {
+	if cq.units != nil {
+		_ = cq.units.q.Close()
+	}
+	return cq.q.Close()
+}
 
 // Destroy deletes the queue's files and directory; later Puts fail with
 // ErrCQDestroyed.
@@ -446,5 +475,10 @@ func (cq *ConsumeQueue) Destroy() error {
 	cq.destroyed = true
 	cq.maxPhysicOffset.Store(-1)
 	cq.minLogicOffset.Store(0)
+	if cq.units != nil {
+		if err := cq.units.q.Destroy(); err != nil {
+			cq.log.WithError(err).Warn("delete filter bitmap files")
+		}
+	}
 	return cq.q.Destroy()
 }

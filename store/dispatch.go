@@ -82,6 +82,11 @@ type reputService struct {
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	listener atomic.Pointer[ArrivingListener]
+
+	// bitmap is the scratch filter bitmap (used under mu); unitErrs counts
+	// filter units that could not be written, for rate-limited logs.
+	bitmap   []byte
+	unitErrs atomic.Int64
 }
 
 // reputStatus says why a dispatch pass ended.
@@ -106,6 +111,7 @@ func newReputService(s *Store, log logrus.FieldLogger) *reputService {
 	return &reputService{
 		s: s, log: log, inlineMax: inlineDispatchMaxRecords,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		bitmap: make([]byte, s.unitLayout.bitmapBytes),
 	}
 }
 
@@ -380,6 +386,13 @@ func (r *reputService) dispatchOnce(req *DispatchRequest, inline bool) (queued b
 	}
 	if tt := message.TransactionType(req.SysFlag); tt == message.TransactionNotType || tt == message.TransactionCommitType {
 		cq, err := s.consumeQueueOrCreate(req.Topic, req.QueueID)
+		// Filter bitmaps: one atomic load when off. The calculator is asked
+		// after the record was read (below the commitlog end this pass
+		// read) and the unit is written before the entry is published:
+		// the broker's registration relies on both (filterbitmap.go).
+		if fc := s.filterCalc.Load(); fc != nil && err == nil {
+			r.putFilterUnit(fc.c, cq, req)
+		}
 		if err == nil {
 			e := CQEntry{CommitLogOffset: req.CommitLogOffset, Size: req.MsgSize, TagsCode: req.TagsCode}
 			for try := 0; ; try++ {

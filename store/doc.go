@@ -15,6 +15,11 @@
 //	                                   named by the byte offset of entry 0
 //	consumequeue/<topic>/.deleted      commitlog end when the topic was
 //	                                   deleted (not in RocketMQ)
+//	consumequeue_filter/<topic>/<queueId>/00000000000000000000
+//	                                   filter bitmaps (FilterBitmapBits > 0,
+//	                                   not in RocketMQ, which uses
+//	                                   consumequeue_ext): one unit per
+//	                                   consume-queue entry, see filterbitmap.go
 //	index/20261129101530123            key index files named by creation
 //	                                   time (yyyyMMddHHmmssSSS)
 //	checkpoint                         flush times (one 4 KiB page)
@@ -23,8 +28,8 @@
 //	lock                               flock'ed by the running store
 //
 // All integers are big-endian. Every mapped file is preallocated to its
-// full size (commitlog and consume-queue files with zeros; index files
-// sparse), so a file's length never says how much of it is written.
+// full size (commitlog and consume-queue files with zeros; index and
+// filter-bitmap files sparse), so a file's length never says how much of it is written.
 //
 // # Commitlog record
 //

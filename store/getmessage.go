@@ -296,6 +296,19 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 	pf, _ := filter.(PropertyFilter)
 	var cur recordCursor
 	defer cur.release()
+	// A registered SQL92 filter checks each entry's filter unit first
+	// (filterbitmap.go). Opened after the entries were fixed above: its
+	// FilterBitmap answer must come after them for the units to be trusted.
+	var units unitReader
+	ahead := touchAhead * CQStoreUnitSize
+	if pf != nil && cq.units != nil {
+		if bf, ok := pf.(BitmapFilter); ok && units.open(cq, offset, bf) {
+			defer units.release()
+			// Most entries are skipped by their units: touch the records
+			// of a few likely matches ahead, not a few entries ahead.
+			ahead = touchAheadBitmap * CQStoreUnitSize
+		}
+	}
 	r.Status = NoMatchedMessage
 	maxMsgNums = max(maxMsgNums, 1)
 	scanLimit := max(minFilterScanEntries, maxMsgNums) * CQStoreUnitSize
@@ -328,8 +341,13 @@ func (s *Store) readQueue(r *GetMessageResult, cq *ConsumeQueue, offset int64, m
 		var rec SelectResult
 		var ok, damaged bool
 		if pf != nil {
-			if j := i + touchAhead*CQStoreUnitSize; j+CQStoreUnitSize <= len(b) {
-				cur.touch(decodeCQEntry(b[j:]))
+			if units.mf != nil && units.rejects(offset+int64(i/CQStoreUnitSize), e) {
+				continue // its unit says it does not match: the record is not read
+			}
+			if j := i + ahead; j+CQStoreUnitSize <= len(b) {
+				if ej := decodeCQEntry(b[j:]); units.mf == nil || !units.likelyRejects(offset+int64(j/CQStoreUnitSize), ej) {
+					cur.touch(ej)
+				}
 			}
 			var read bool
 			rec, read, damaged = s.matchProperties(&cur, pf, e)
@@ -404,8 +422,13 @@ type recordCursor struct {
 }
 
 // touchAhead is how many consume-queue entries ahead of the one evaluated
-// a property filter touches its record (recordCursor.touch).
-const touchAhead = 4
+// a property filter touches its record (recordCursor.touch);
+// touchAheadBitmap when filter units decide most entries without a read
+// (only the records of entries they do not reject are touched).
+const (
+	touchAhead       = 4
+	touchAheadBitmap = 32
+)
 
 // touch reads a byte of each cache line of the record of entry e that a
 // property filter reads: the header and the last 192 bytes (the

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gorocketmq/gorocketmq/filter"
 	"github.com/gorocketmq/gorocketmq/message"
 )
 
@@ -17,12 +18,23 @@ const (
 )
 
 // mustBacklog opens a store holding the backlog in topic "B", queue 0.
-func mustBacklog(b *testing.B) *Store {
+func mustBacklog(b *testing.B) *Store { return mustBacklogWith(b, nil) }
+
+// mustBacklogWith is mustBacklog; a non-nil f is registered as a filter of
+// topic "B" before the backlog is stored, with filter bitmaps on.
+func mustBacklogWith(b *testing.B, f *benchBitmapFilter) *Store {
 	b.Helper()
 	cfg := testConfig(b.TempDir(), AsyncFlush)
 	cfg.MappedFileSizeCommitLog = 64 << 20
 	cfg.MappedFileSizeConsumeQ = 300000 * CQStoreUnitSize
+	if f != nil {
+		cfg.FilterBitmapBits, cfg.FilterBitmapHashes = 112, 3
+	}
 	s := MustOpen(b, cfg)
+	if f != nil {
+		s.SetFilterBitmapCalculator(benchCalc{f})
+		f.from = s.CommitLogMaxOffset()
+	}
 	for i := range backlogSize {
 		tag, region := "TagB", "us"
 		if i%10 == 0 {
@@ -79,4 +91,43 @@ func BenchmarkPullBacklog(b *testing.B) {
 			b.ReportMetric(float64(bc.want)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// benchBitmapFilter is a registered SQL92 filter for the benchmarks.
+type benchBitmapFilter struct {
+	sqlFilter
+	bits []uint32
+	from int64
+}
+
+func (f *benchBitmapFilter) FilterBitmap() ([]uint32, int64, bool) { return f.bits, f.from, true }
+
+// benchCalc computes the bitmap of one filter.
+type benchCalc struct{ f *benchBitmapFilter }
+
+func (c benchCalc) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
+	if topic != "B" {
+		return false
+	}
+	if c.f.x.Match(props) {
+		for _, b := range c.f.bits {
+			bm[b>>3] |= 1 << (b & 7)
+		}
+	}
+	return true
+}
+
+// BenchmarkPullBacklogSQL92Bitmap drains the backlog of BenchmarkPullBacklog
+// with the SQL92 filter registered before it was stored (filter bitmaps
+// on): only the matches are read from the commitlog.
+func BenchmarkPullBacklogSQL92Bitmap(b *testing.B) {
+	f := &benchBitmapFilter{sqlFilter: sqlFilter{filter.MustCompile("region = 'eu'")}, bits: []uint32{3, 40, 101}}
+	s := mustBacklogWith(b, f)
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := drainBacklog(b, s, f); n != backlogSize/10 {
+			b.Fatalf("%d messages, want %d", n, backlogSize/10)
+		}
+	}
+	b.ReportMetric(float64(backlogSize/10)*float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 }

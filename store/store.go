@@ -119,6 +119,14 @@ type Store struct {
 	// deleted after a crash (-1: none).
 	indexRebuildFrom int64
 	cleanedUpTo      atomic.Int64 // commitlog min offset the consume queues were cleaned for
+
+	// unitRoot is the filter-bitmap sidecar root; unitLayout its units'
+	// geometry (filterbitmap.go). filterCalc is the broker's calculator,
+	// nil while filter bitmaps are off or nothing is registered: dispatch
+	// pays one atomic load for it.
+	unitRoot   string
+	unitLayout filterUnitLayout
+	filterCalc atomic.Pointer[calcHolder]
 }
 
 // Open locks the store directory, loads and recovers the files, catches the
@@ -137,6 +145,7 @@ func Open(cfg *Config, log logrus.FieldLogger, opts ...Option) (*Store, error) {
 		now:       time.Now,
 		diskUsage: statfsUsage,
 		cqRoot:    filepath.Join(cfg.StorePathRootDir, consumeQueueDirName),
+		unitRoot:  filepath.Join(cfg.StorePathRootDir, filterUnitDirName),
 		cqs:       make(map[queueKey]*ConsumeQueue),
 		stop:      make(chan struct{}),
 
@@ -144,6 +153,12 @@ func Open(cfg *Config, log logrus.FieldLogger, opts ...Option) (*Store, error) {
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if cfg.FilterBitmapBits < 0 || cfg.FilterBitmapBits > MaxFilterBitmapBits {
+		return nil, fmt.Errorf("store: filter bitmap of %d bits (at most %d)", cfg.FilterBitmapBits, MaxFilterBitmapBits)
+	}
+	if cfg.FilterBitmapBits > 0 {
+		s.unitLayout = newFilterUnitLayout(cfg.FilterBitmapBits, cfg.FilterBitmapHashes)
 	}
 	s.memoryLimit = physicalMemory() * accessMessageInMemoryMaxRatio / 100
 	s.resultPool.New = func() any { return &GetMessageResult{Messages: make([]SelectResult, 0, 32)} }
@@ -180,9 +195,17 @@ func (s *Store) load() error {
 	if err := s.commitLog.Load(); err != nil {
 		return err
 	}
+	if s.cfg.FilterBitmapBits == 0 {
+		// Units left by a run with filter bitmaps on were not kept up with
+		// the queues since (cuts, deletions): a later run must not meet them.
+		if err := os.RemoveAll(s.unitRoot); err != nil {
+			return fmt.Errorf("store: remove %s: %w", s.unitRoot, err)
+		}
+	}
 	if err := s.loadConsumeQueues(); err != nil {
 		return err
 	}
+	s.removeOrphanUnits()
 	if s.checkpoint, err = OpenCheckpoint(filepath.Join(s.cfg.StorePathRootDir, checkpointFileName),
 		CheckpointOptions{Log: s.log, Now: s.now, Fresh: s.commitLog.Files().Len() == 0}); err != nil {
 		return err
@@ -270,7 +293,7 @@ func (s *Store) loadConsumeQueues() error {
 				s.log.WithField("path", filepath.Join(s.cqRoot, t.Name(), q.Name())).Warn("ignoring a non-queue entry")
 				continue
 			}
-			cq := NewConsumeQueue(s.cqRoot, t.Name(), int32(id), s.cfg.MappedFileSizeConsumeQ, s.log)
+			cq := s.newConsumeQueue(t.Name(), int32(id))
 			if err := cq.Load(); err != nil {
 				return err
 			}
@@ -278,6 +301,40 @@ func (s *Store) loadConsumeQueues() error {
 		}
 	}
 	return nil
+}
+
+// removeOrphanUnits deletes sidecar directories of filter units whose
+// consume queue is gone (removed by hand): a queue created again later
+// must not meet them.
+func (s *Store) removeOrphanUnits() {
+	if s.cfg.FilterBitmapBits == 0 {
+		return
+	}
+	topics, err := os.ReadDir(s.unitRoot)
+	if err != nil {
+		return // none yet
+	}
+	for _, t := range topics {
+		dir := filepath.Join(s.unitRoot, t.Name())
+		queues, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		kept := 0
+		for _, q := range queues {
+			id, err := strconv.ParseInt(q.Name(), 10, 32)
+			if err == nil && s.cqs[queueKey{t.Name(), int32(id)}] != nil {
+				kept++
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(dir, q.Name())); err != nil {
+				s.log.WithError(err).Warn("remove orphan filter bitmap files")
+			}
+		}
+		if kept == 0 {
+			_ = os.Remove(dir)
+		}
+	}
 }
 
 // loadDeletedMarker reads consumequeue/<topic>/.deleted.
@@ -351,6 +408,12 @@ func (s *Store) recover() error {
 	}
 	if err := s.blankLostEntries(); err != nil {
 		return err
+	}
+	// Units beyond a queue's recovered end were written for entries that
+	// are gone (a cut tail, entries never flushed): messages written at
+	// those offsets later must not meet them.
+	for _, cq := range s.cqs {
+		cq.truncateUnits()
 	}
 	if s.index != nil {
 		from, err := s.index.DropBeyond(clMax)
@@ -739,9 +802,26 @@ func (s *Store) consumeQueueOrCreate(topic string, queueID int32) (*ConsumeQueue
 	if cq := s.cqs[k]; cq != nil {
 		return cq, nil
 	}
-	cq := NewConsumeQueue(s.cqRoot, topic, queueID, s.cfg.MappedFileSizeConsumeQ, s.log)
+	cq := s.newConsumeQueue(topic, queueID)
+	if cq.units != nil {
+		// A new queue has no units: files left in its sidecar directory
+		// (its queue directory removed by hand) would block new ones.
+		if err := os.RemoveAll(cq.units.q.Dir()); err != nil {
+			s.log.WithError(err).Warn("remove stale filter bitmap files")
+		}
+	}
 	s.cqs[k] = cq
 	return cq, nil
+}
+
+// newConsumeQueue builds a queue with its filter-bitmap sidecar when
+// filter bitmaps are on.
+func (s *Store) newConsumeQueue(topic string, queueID int32) *ConsumeQueue {
+	cq := NewConsumeQueue(s.cqRoot, topic, queueID, s.cfg.MappedFileSizeConsumeQ, s.log)
+	if s.cfg.FilterBitmapBits > 0 {
+		cq.units = newFilterUnits(s.unitRoot, topic, queueID, s.cfg.MappedFileSizeConsumeQ, s.unitLayout, cq.log)
+	}
+	return cq
 }
 
 // consumeQueues returns a snapshot of all queues.
@@ -802,6 +882,9 @@ func (s *Store) DeleteTopic(topic string) error {
 	dir := filepath.Join(s.cqRoot, topic)
 	if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, fmt.Errorf("store: remove consume queues of %s: %w", topic, err))
+	}
+	if err := os.RemoveAll(filepath.Join(s.unitRoot, topic)); err != nil {
+		errs = append(errs, fmt.Errorf("store: remove filter bitmaps of %s: %w", topic, err))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		errs = append(errs, fmt.Errorf("store: create %s: %w", dir, err))

@@ -130,7 +130,10 @@ func MustStartCluster(t testing.TB, opts ...ClusterOption) *Cluster {
 		}
 	})
 
-	c.startBroker(t, 0)
+	// A port pair below the ephemeral range: the broker's HA port is
+	// listenPort+1, and after RestartBroker an outgoing connection could
+	// hold an ephemeral +1 ("address already in use").
+	c.startBroker(t, freePortPair(t))
 	t.Cleanup(func() { c.stopBroker(t) })
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -483,5 +484,9 @@ func TestTLSShutdownClosesConnections(t *testing.T) {
 	require.NoError(t, s.Shutdown(ctx))
 	_ = stuck.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = io.ReadAll(bufio.NewReader(stuck))
-	assert.NoError(t, err, "the stuck connection was closed (EOF)")
+	// Closed, not left to the read deadline: EOF, or a reset when the
+	// server closed with the byte still unread in its receive buffer.
+	if err != nil {
+		assert.ErrorIs(t, err, syscall.ECONNRESET, "the stuck connection was closed")
+	}
 }

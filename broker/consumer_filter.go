@@ -252,13 +252,18 @@ func (m *consumerFilterManager) mainFileLoads() bool {
 	return json.Unmarshal(b, &f) == nil
 }
 
-// stop detaches the registry from dispatch and saves it.
+// stop detaches the registry from dispatch and the store, and saves it.
 func (m *consumerFilterManager) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st != nil {
 		m.st.SetFilterBitmapCalculator(nil)
 	}
+	// Detached, register and clean do nothing: a heartbeat a worker still
+	// handles after the server's shutdown deadline must not publish or save
+	// a filter dispatch no longer computes, nor take its start from a
+	// store that may be closed (its commitlog end then reads 0).
+	m.st = nil
 	if m.dirty {
 		if err := m.saveLocked(); err != nil {
 			m.log.WithError(err).Error("save consumer filters at shutdown")

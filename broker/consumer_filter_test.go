@@ -367,3 +367,40 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 		assert.False(t, ok && from < 8192, "units written after the drop (from %d) must not be trusted", from)
 	}
 }
+
+// A heartbeat a worker still handles after the registry stopped (the
+// server's shutdown deadline passed) registers nothing: dispatch no longer
+// computes bitmaps, and the store may be closed already, its commitlog
+// end reading 0. A start saved then would have a restart trust every unit
+// written before the filter existed.
+func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
+	bloom, err := filter.NewBloom(20, 32)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), consumerFilterFileName)
+	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	st := &fakeFilterStore{}
+	st.end.Store(4096)
+	m.start(st)
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
+	m.stop()
+	st.end.Store(0) // the store is closed
+
+	m.register("h", []protocol.SubscriptionData{sqlSub("T", "b = 1")})
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 2")})
+	m.clean(func(string, string, string) bool { return false })
+
+	st.end.Store(8192) // the next run
+	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2.start(st)
+	for _, c := range []struct{ group, expr string }{{"h", "b = 1"}, {"g", "a = 2"}} {
+		if f := m2.pullFilter(c.group, "T", protocol.ExpressionSQL92, c.expr); f != nil {
+			_, from, ok := f.FilterBitmap()
+			assert.False(t, ok && from < 8192, "%s registered after stop must not trust units from %d", c.group, from)
+		}
+	}
+	f := m2.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	require.NotNil(t, f, "what was registered before the stop is kept")
+	_, from, ok := f.FilterBitmap()
+	assert.True(t, ok)
+	assert.Equal(t, int64(4096), from)
+}

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"math"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -187,6 +188,12 @@ func (m *consumerFilterManager) start(st filterStore) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.st = st
+	// Only the main file's starts are trusted. Its .bak, which loads when
+	// the main file is missing or damaged, is the version before the last
+	// save: after a drop it still names the dropped filter with its old
+	// start, though dispatch stopped computing its bits once the drop was
+	// published. Filters loaded from it get their start decided again.
+	mainLoads := m.mainFileLoads()
 	f, found, err := loadMetadataFile(m.path, "consumer filters", m.log, func(b []byte) (consumerFilterFile, error) {
 		var f consumerFilterFile
 		err := json.Unmarshal(b, &f)
@@ -217,7 +224,7 @@ func (m *consumerFilterManager) start(st filterStore) {
 		if d.deadTime == 0 {
 			d.deadTime = now
 		}
-		if r.BitmapFrom >= 0 {
+		if r.BitmapFrom >= 0 && mainLoads {
 			d.from.Store(r.BitmapFrom)
 			d.known.Store(true)
 		}
@@ -234,13 +241,29 @@ func (m *consumerFilterManager) start(st filterStore) {
 	m.markKnownLocked(pending)
 }
 
-// stop detaches the registry from dispatch and saves it.
+// mainFileLoads reports whether consumerFilter.json itself (not its .bak)
+// parses.
+func (m *consumerFilterManager) mainFileLoads() bool {
+	b, err := os.ReadFile(m.path)
+	if err != nil {
+		return false
+	}
+	var f consumerFilterFile
+	return json.Unmarshal(b, &f) == nil
+}
+
+// stop detaches the registry from dispatch and the store, and saves it.
 func (m *consumerFilterManager) stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.st != nil {
 		m.st.SetFilterBitmapCalculator(nil)
 	}
+	// Detached, register and clean do nothing: a heartbeat a worker still
+	// handles after the server's shutdown deadline must not publish or save
+	// a filter dispatch no longer computes, nor take its start from a
+	// store that may be closed (its commitlog end then reads 0).
+	m.st = nil
 	if m.dirty {
 		if err := m.saveLocked(); err != nil {
 			m.log.WithError(err).Error("save consumer filters at shutdown")

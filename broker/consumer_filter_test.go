@@ -316,3 +316,91 @@ func TestConsumerFilterManagerDamagedFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), `"consumerGroup": "g"`, "the registry is saved again")
 }
+
+// consumerFilter.json.bak is the version before the last save: after a
+// drop it still names the dropped filter with its old start, though
+// dispatch stopped computing its bits when the drop was published. A
+// restart that falls back to it (the main file removed or damaged) must
+// not trust the units written meanwhile: the filter's start is decided
+// again at load.
+func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
+	bloom, err := filter.NewBloom(20, 32)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), consumerFilterFileName)
+	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	var now atomic.Int64
+	now.Store(1_000_000)
+	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
+	st := &fakeFilterStore{}
+	st.end.Store(4096)
+	m.start(st)
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
+	gone := func(string, string, string) bool { return false }
+	m.clean(gone)
+	now.Add(time.Hour.Milliseconds())
+	m.clean(gone) // dropped: saved without g, then dispatch forgets it
+	require.Nil(t, m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"))
+	raw, err := os.ReadFile(path + ".bak")
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"consumerGroup": "g"`, "the backup still has the dropped filter")
+	m.stop()
+
+	// Messages up to 8192 were dispatched without g's bits. The main file
+	// is lost; the backup loads.
+	st.end.Store(8192)
+	require.NoError(t, os.Remove(path))
+	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2.start(st)
+	f := m2.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	if f != nil {
+		_, from, ok := f.FilterBitmap()
+		assert.False(t, ok && from < 8192, "units written after the drop (from %d) must not be trusted", from)
+	}
+
+	// The same with a damaged main file.
+	require.NoError(t, os.WriteFile(path, []byte("{damaged"), 0o644))
+	require.NoError(t, os.WriteFile(path+".bak", raw, 0o644))
+	m3 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m3.start(st)
+	if f := m3.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"); f != nil {
+		_, from, ok := f.FilterBitmap()
+		assert.False(t, ok && from < 8192, "units written after the drop (from %d) must not be trusted", from)
+	}
+}
+
+// A heartbeat a worker still handles after the registry stopped (the
+// server's shutdown deadline passed) registers nothing: dispatch no longer
+// computes bitmaps, and the store may be closed already, its commitlog
+// end reading 0. A start saved then would have a restart trust every unit
+// written before the filter existed.
+func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
+	bloom, err := filter.NewBloom(20, 32)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), consumerFilterFileName)
+	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	st := &fakeFilterStore{}
+	st.end.Store(4096)
+	m.start(st)
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
+	m.stop()
+	st.end.Store(0) // the store is closed
+
+	m.register("h", []protocol.SubscriptionData{sqlSub("T", "b = 1")})
+	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 2")})
+	m.clean(func(string, string, string) bool { return false })
+
+	st.end.Store(8192) // the next run
+	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2.start(st)
+	for _, c := range []struct{ group, expr string }{{"h", "b = 1"}, {"g", "a = 2"}} {
+		if f := m2.pullFilter(c.group, "T", protocol.ExpressionSQL92, c.expr); f != nil {
+			_, from, ok := f.FilterBitmap()
+			assert.False(t, ok && from < 8192, "%s registered after stop must not trust units from %d", c.group, from)
+		}
+	}
+	f := m2.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	require.NotNil(t, f, "what was registered before the stop is kept")
+	_, from, ok := f.FilterBitmap()
+	assert.True(t, ok)
+	assert.Equal(t, int64(4096), from)
+}

@@ -137,6 +137,7 @@ func newConsumeState(b *Broker) *consumeState {
 		if bloom, err := b.cfg.FilterBloom(); err == nil { // Validate reports an error
 			cs.bitmaps = newConsumerFilterManager(filepath.Join(cfgDir, consumerFilterFileName), bloom,
 				time.Duration(b.cfg.FilterDataCleanTimeSpan)*time.Millisecond, b.log)
+			cs.bitmaps.maxPerTopic = b.cfg.ExpectConsumerNumUseFilter
 		}
 	}
 	return cs

@@ -120,6 +120,15 @@ type consumerFilterManager struct {
 	filters map[filterRegKey]*filterData
 	dirty   bool // deadTime changes not saved yet
 	st      filterStore
+	// maxPerTopic caps the filters of one topic (expectConsumerNumUseFilter):
+	// dispatch evaluates each of them on every message of the topic, and
+	// past the count the bloom filter is sized for, a bitmap skips little.
+	// Heartbeats can name any group, so without a cap any client could
+	// make every put of a topic evaluate expressions without bound. A
+	// subscription over the cap is evaluated as its pulls read, as before
+	// it registered. fullWarned (topics) logs that once per topic.
+	maxPerTopic int
+	fullWarned  map[string]bool
 
 	snap atomic.Pointer[filterSnapshot]
 }
@@ -128,7 +137,36 @@ func newConsumerFilterManager(path string, bloom filter.Bloom, keepDead time.Dur
 	return &consumerFilterManager{
 		path: path, log: log.WithField("component", "filter-bitmap"), bloom: bloom, keepDead: keepDead,
 		now: time.Now, filters: make(map[filterRegKey]*filterData),
+		maxPerTopic: defaultMaxFiltersPerTopic, fullWarned: make(map[string]bool),
 	}
+}
+
+// defaultMaxFiltersPerTopic is expectConsumerNumUseFilter's default.
+const defaultMaxFiltersPerTopic = 32
+
+// topicFull reports whether topic has maxPerTopic filters, counting those
+// about to be added; it logs the first refusal for a topic. Caller holds mu.
+func (m *consumerFilterManager) topicFull(topic, group string, adding []*filterData) bool {
+	n := 0
+	for k := range m.filters {
+		if k.topic == topic {
+			n++
+		}
+	}
+	for _, d := range adding {
+		if d.topic == topic {
+			n++
+		}
+	}
+	if n < m.maxPerTopic {
+		return false
+	}
+	if !m.fullWarned[topic] {
+		m.fullWarned[topic] = true
+		m.log.WithFields(logrus.Fields{"topic": topic, "group": group, "filters": n}).
+			Warn("filter bitmaps: the topic has expectConsumerNumUseFilter SQL92 filters; further groups are evaluated as their pulls read")
+	}
+	return true
 }
 
 // CalcFilterBitmap sets the bits of the topic's filters that match props
@@ -301,6 +339,9 @@ func (m *consumerFilterManager) register(group string, subs []protocol.Subscript
 			// An older subscription (members of a group in the middle of a
 			// change): RocketMQ keeps the newer one too, rather than
 			// flipping with every heartbeat.
+			continue
+		}
+		if old == nil && m.topicFull(sd.Topic, group, added) {
 			continue
 		}
 		d, err := m.newData(sd.Topic, group, sd.ExpressionType, sd.SubString, sd.SubVersion, now)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -403,4 +404,44 @@ func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
 	_, from, ok := f.FilterBitmap()
 	assert.True(t, ok)
 	assert.Equal(t, int64(4096), from)
+}
+
+// A topic takes at most expectConsumerNumUseFilter filters: heartbeats can
+// name any group, and dispatch evaluates every filter of a topic on each of
+// its messages. An expression change of a registered group still replaces
+// its filter.
+func TestConsumerFilterManagerCapsFiltersPerTopic(t *testing.T) {
+	bloom, err := filter.NewBloom(20, 4)
+	require.NoError(t, err)
+	m := newConsumerFilterManager(filepath.Join(t.TempDir(), consumerFilterFileName), bloom, time.Hour, baLogger())
+	m.maxPerTopic = 4
+	st := &fakeFilterStore{}
+	m.start(st)
+	defer m.stop()
+	count := func(topic string) int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		n := 0
+		for k := range m.filters {
+			if k.topic == topic {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 10 {
+		m.register(fmt.Sprintf("g%d", i), []protocol.SubscriptionData{sqlSub("T", fmt.Sprintf("a = %d", i)), sqlSub("U", "a = 1")})
+	}
+	assert.Equal(t, 4, count("T"))
+	assert.Equal(t, 4, count("U"))
+	m.mu.Lock()
+	_, late := m.filters[filterRegKey{"T", "g9"}]
+	m.mu.Unlock()
+	assert.False(t, late, "a group past the cap is not registered")
+
+	m.register("g0", []protocol.SubscriptionData{sqlSub("T", "a = 100")})
+	m.mu.Lock()
+	assert.Equal(t, "a = 100", m.filters[filterRegKey{"T", "g0"}].expr, "a registered group's change is taken")
+	m.mu.Unlock()
+	assert.Equal(t, 4, count("T"))
 }

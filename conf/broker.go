@@ -105,6 +105,8 @@ type BrokerConfig struct {
 	// a topic, at most that share of non-matching messages is read anyway
 	// (a false positive costs an evaluation, never a wrong answer). The
 	// defaults give bitmaps of 112 bits; at most store.MaxFilterBitmapBits.
+	// ExpectConsumerNumUseFilter is also the most groups of a topic that
+	// get bitmaps; those beyond are evaluated as their pulls read.
 	ExpectConsumerNumUseFilter int `mapstructure:"expectConsumerNumUseFilter"`
 	MaxErrorRateOfBloomFilter  int `mapstructure:"maxErrorRateOfBloomFilter"`
 	// BitMapLengthConsumeQueueExt (64) is accepted for compatibility: as in

@@ -285,7 +285,7 @@ func (cs *consumeState) withBitmap(f store.MessageFilter, group, topic, typ, exp
 	if cs.bitmaps == nil || typ != protocol.ExpressionSQL92 {
 		return f
 	}
-	if bf := cs.bitmaps.pullFilter(group, topic, typ, expr); bf != nil {
+	if bf := cs.bitmaps.pullFilter(group, topic, expr); bf != nil {
 		return bf
 	}
 	return f

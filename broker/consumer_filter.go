@@ -70,15 +70,15 @@ type filterRecord struct {
 // filterData is one registered filter (one group's SQL92 subscription to
 // one topic). Everything but from, known and deadTime is immutable.
 type filterData struct {
-	topic, group, typ, expr string
-	subVersion              int64
-	bornTime                int64
-	deadTime                int64 // ms, 0 while its group subscribes; guarded by the manager's mu
-	bits                    []uint32
-	x                       *filter.Expression
-	from                    atomic.Int64 // math.MaxInt64 until known
-	known                   atomic.Bool  // pulls may trust units (see above)
-	pull                    *bitmapSQLFilter
+	topic, group, expr string // the expression is SQL92
+	subVersion         int64
+	bornTime           int64
+	deadTime           int64 // ms, 0 while its group subscribes; guarded by the manager's mu
+	bits               []uint32
+	x                  *filter.Expression
+	from               atomic.Int64 // math.MaxInt64 until known
+	known              atomic.Bool  // pulls may trust units (see above)
+	pull               *bitmapSQLFilter
 }
 
 // bitmapSQLFilter is a registered SQL92 filter as a store filter: the
@@ -191,26 +191,26 @@ func (m *consumerFilterManager) CalcFilterBitmap(topic string, props []byte, bm 
 }
 
 // pullFilter returns the registered filter of group's subscription to topic
-// when it is the expression the pull filters by, else nil. Lock-free.
-func (m *consumerFilterManager) pullFilter(group, topic, typ, expr string) *bitmapSQLFilter {
+// when it is the SQL92 expression the pull filters by, else nil. Lock-free.
+func (m *consumerFilterManager) pullFilter(group, topic, expr string) *bitmapSQLFilter {
 	snap := m.snap.Load()
 	if snap == nil {
 		return nil
 	}
 	for _, d := range snap.byTopic[topic] {
-		if d.group == group && d.typ == typ && d.expr == expr {
+		if d.group == group && d.expr == expr {
 			return d.pull
 		}
 	}
 	return nil
 }
 
-func (m *consumerFilterManager) newData(topic, group, typ, expr string, subVersion, bornTime int64) (*filterData, error) {
+func (m *consumerFilterManager) newData(topic, group, expr string, subVersion, bornTime int64) (*filterData, error) {
 	x, err := filter.Compile(expr)
 	if err != nil {
 		return nil, err
 	}
-	d := &filterData{topic: topic, group: group, typ: typ, expr: expr, subVersion: subVersion, bornTime: bornTime, x: x,
+	d := &filterData{topic: topic, group: group, expr: expr, subVersion: subVersion, bornTime: bornTime, x: x,
 		bits: m.bloom.BitPositions(group + "#" + topic)}
 	d.from.Store(math.MaxInt64)
 	d.pull = &bitmapSQLFilter{sqlFilter: sqlFilter{x: x}, d: d}
@@ -251,7 +251,7 @@ func (m *consumerFilterManager) start(st filterStore) {
 		if r.ExpressionType != protocol.ExpressionSQL92 {
 			continue
 		}
-		d, err := m.newData(r.Topic, r.ConsumerGroup, r.ExpressionType, r.Expression, r.ClientVersion, r.BornTime)
+		d, err := m.newData(r.Topic, r.ConsumerGroup, r.Expression, r.ClientVersion, r.BornTime)
 		if err != nil {
 			m.log.WithError(err).WithFields(logrus.Fields{"topic": r.Topic, "group": r.ConsumerGroup}).Warn("saved consumer filter does not compile; dropped")
 			continue
@@ -344,7 +344,7 @@ func (m *consumerFilterManager) register(group string, subs []protocol.Subscript
 		if old == nil && m.topicFull(sd.Topic, group, added) {
 			continue
 		}
-		d, err := m.newData(sd.Topic, group, sd.ExpressionType, sd.SubString, sd.SubVersion, now)
+		d, err := m.newData(sd.Topic, group, sd.SubString, sd.SubVersion, now)
 		if err != nil {
 			continue // its pulls are refused (SUBSCRIPTION_PARSE_FAILED)
 		}
@@ -477,7 +477,7 @@ func (m *consumerFilterManager) saveLocked() error {
 		if d.known.Load() {
 			from = d.from.Load()
 		}
-		f.Filters = append(f.Filters, filterRecord{Topic: d.topic, ConsumerGroup: d.group, ExpressionType: d.typ,
+		f.Filters = append(f.Filters, filterRecord{Topic: d.topic, ConsumerGroup: d.group, ExpressionType: protocol.ExpressionSQL92,
 			Expression: d.expr, ClientVersion: d.subVersion, BornTime: d.bornTime, DeadTime: d.deadTime, BitmapFrom: from})
 	}
 	sort.Slice(f.Filters, func(i, j int) bool {

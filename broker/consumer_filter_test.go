@@ -104,14 +104,14 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 
 	cl := baClient(t)
 	bcHeartbeat(t, cl, b.Addr(), "client-1", "g", protocol.ConsumeFromFirstOffset, sqlSub("F", "region = 'eu'"))
-	pf := b.consume.bitmaps.pullFilter("g", "F", protocol.ExpressionSQL92, "region = 'eu'")
+	pf := b.consume.bitmaps.pullFilter("g", "F", "region = 'eu'")
 	require.NotNil(t, pf)
 	bits, from, ok := pf.FilterBitmap()
 	require.True(t, ok)
 	assert.Equal(t, b.store.CommitLogMaxOffset(), from, "units count from the commitlog end at registration")
 	assert.Equal(t, filter.Bloom{K: 3, M: 112}.BitPositions("g#F"), bits)
-	assert.Nil(t, b.consume.bitmaps.pullFilter("g", "F", protocol.ExpressionSQL92, "region = 'us'"), "another expression has no bitmap")
-	assert.Nil(t, b.consume.bitmaps.pullFilter("h", "F", protocol.ExpressionSQL92, "region = 'eu'"))
+	assert.Nil(t, b.consume.bitmaps.pullFilter("g", "F", "region = 'us'"), "another expression has no bitmap")
+	assert.Nil(t, b.consume.bitmaps.pullFilter("h", "F", "region = 'eu'"))
 	after := fbSend(t, b, 50, 150)
 
 	cf := &countingBitmapFilter{bitmapSQLFilter: pf}
@@ -139,7 +139,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	assert.Positive(t, saved.Filters[0].ClientVersion)
 
 	b = MustStartBroker(t, cfg)
-	pf = b.consume.bitmaps.pullFilter("g", "F", protocol.ExpressionSQL92, "region = 'eu'")
+	pf = b.consume.bitmaps.pullFilter("g", "F", "region = 'eu'")
 	require.NotNil(t, pf, "the registration survives a restart")
 	_, from2, ok := pf.FilterBitmap()
 	assert.True(t, ok)
@@ -153,7 +153,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	bcHeartbeat(t, baClient(t), b.Addr(), "client-1", "g", protocol.ConsumeFromFirstOffset, sqlSub("F", "region = 'us'"))
 	_, _, ok = pf.FilterBitmap()
 	assert.False(t, ok, "the replaced version trusts no unit")
-	us := b.consume.bitmaps.pullFilter("g", "F", protocol.ExpressionSQL92, "region = 'us'")
+	us := b.consume.bitmaps.pullFilter("g", "F", "region = 'us'")
 	require.NotNil(t, us)
 	_, fromUS, ok := us.FilterBitmap()
 	assert.True(t, ok)
@@ -225,7 +225,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { clear(bm); m.CalcFilterBitmap("T", p2, bm) }))
 	assert.True(t, has(bm, g2))
 
-	f1 := m.pullFilter("g1", "T", protocol.ExpressionSQL92, "a = 1")
+	f1 := m.pullFilter("g1", "T", "a = 1")
 	require.NotNil(t, f1)
 	subscribed := map[string]bool{"g1": true, "g2": true}
 	alive := func(group, _, _ string) bool { return subscribed[group] }
@@ -242,7 +242,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	m.clean(alive)
 	_, _, ok = f1.FilterBitmap()
 	assert.False(t, ok, "dropped: withdrawn from pulls")
-	assert.Nil(t, m.pullFilter("g1", "T", protocol.ExpressionSQL92, "a = 1"))
+	assert.Nil(t, m.pullFilter("g1", "T", "a = 1"))
 	clear(bm)
 	m.CalcFilterBitmap("T", props("a", "1"), bm)
 	assert.Equal(t, make([]byte, len(bm)), bm, "dispatch forgot it")
@@ -254,25 +254,25 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	st.end.Store(1 << 20)
 	m2.start(st)
-	f2 := m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2")
+	f2 := m2.pullFilter("g2", "T", "a = 2")
 	require.NotNil(t, f2)
 	_, from, ok := f2.FilterBitmap()
 	assert.True(t, ok)
 	assert.Equal(t, int64(4096), from)
 	assert.NotZero(t, m2.filters[filterRegKey{"T", "g2"}].deadTime)
-	assert.Nil(t, m2.pullFilter("g1", "T", protocol.ExpressionSQL92, "a = 1"))
+	assert.Nil(t, m2.pullFilter("g1", "T", "a = 1"))
 	older := sqlSub("T", "a = 9")
 	older.SubVersion = 1
 	m2.register("g2", []protocol.SubscriptionData{older})
-	assert.NotNil(t, m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2"), "an older subVersion does not replace the filter")
-	assert.Nil(t, m2.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 9"))
+	assert.NotNil(t, m2.pullFilter("g2", "T", "a = 2"), "an older subVersion does not replace the filter")
+	assert.Nil(t, m2.pullFilter("g2", "T", "a = 9"))
 
 	// Another bloom filter: the saved filters are dropped.
 	other, err := filter.NewBloom(10, 32)
 	require.NoError(t, err)
 	m3 := newConsumerFilterManager(path, other, time.Hour, baLogger())
 	m3.start(st)
-	assert.Nil(t, m3.pullFilter("g2", "T", protocol.ExpressionSQL92, "a = 2"))
+	assert.Nil(t, m3.pullFilter("g2", "T", "a = 2"))
 }
 
 // A filter saved before its start was known (a crash between the two
@@ -292,7 +292,7 @@ func TestConsumerFilterManagerUnknownStartAtLoad(t *testing.T) {
 	st := &fakeFilterStore{}
 	st.end.Store(777)
 	m.start(st)
-	f := m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	f := m.pullFilter("g", "T", "a = 1")
 	require.NotNil(t, f)
 	_, from, ok := f.FilterBitmap()
 	assert.True(t, ok)
@@ -312,7 +312,7 @@ func TestConsumerFilterManagerDamagedFile(t *testing.T) {
 	m.start(st)
 	assert.NotNil(t, st.calc.Load())
 	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
-	require.NotNil(t, m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"))
+	require.NotNil(t, m.pullFilter("g", "T", "a = 1"))
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), `"consumerGroup": "g"`, "the registry is saved again")
@@ -340,7 +340,7 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 	m.clean(gone)
 	now.Add(time.Hour.Milliseconds())
 	m.clean(gone) // dropped: saved without g, then dispatch forgets it
-	require.Nil(t, m.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"))
+	require.Nil(t, m.pullFilter("g", "T", "a = 1"))
 	raw, err := os.ReadFile(path + ".bak")
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"consumerGroup": "g"`, "the backup still has the dropped filter")
@@ -352,7 +352,7 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	m2.start(st)
-	f := m2.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	f := m2.pullFilter("g", "T", "a = 1")
 	if f != nil {
 		_, from, ok := f.FilterBitmap()
 		assert.False(t, ok && from < 8192, "units written after the drop (from %d) must not be trusted", from)
@@ -363,7 +363,7 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 	require.NoError(t, os.WriteFile(path+".bak", raw, 0o644))
 	m3 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	m3.start(st)
-	if f := m3.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1"); f != nil {
+	if f := m3.pullFilter("g", "T", "a = 1"); f != nil {
 		_, from, ok := f.FilterBitmap()
 		assert.False(t, ok && from < 8192, "units written after the drop (from %d) must not be trusted", from)
 	}
@@ -394,12 +394,12 @@ func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
 	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
 	m2.start(st)
 	for _, c := range []struct{ group, expr string }{{"h", "b = 1"}, {"g", "a = 2"}} {
-		if f := m2.pullFilter(c.group, "T", protocol.ExpressionSQL92, c.expr); f != nil {
+		if f := m2.pullFilter(c.group, "T", c.expr); f != nil {
 			_, from, ok := f.FilterBitmap()
 			assert.False(t, ok && from < 8192, "%s registered after stop must not trust units from %d", c.group, from)
 		}
 	}
-	f := m2.pullFilter("g", "T", protocol.ExpressionSQL92, "a = 1")
+	f := m2.pullFilter("g", "T", "a = 1")
 	require.NotNil(t, f, "what was registered before the stop is kept")
 	_, from, ok := f.FilterBitmap()
 	assert.True(t, ok)

@@ -148,7 +148,7 @@ func BenchmarkConsumeBacklogSQL92VsTagBitmap(b *testing.B) {
 	require.NoError(b, err)
 	require.Equal(b, int32(remoting.Success), resp.Code, resp.Remark)
 	require.NoError(b, cl.Close()) // the group goes offline; its filter stays registered
-	require.NotNil(b, br.consume.bitmaps.pullFilter("cg", "B", protocol.ExpressionSQL92, "region = 'eu'"))
+	require.NotNil(b, br.consume.bitmaps.pullFilter("cg", "B", "region = 'eu'"))
 	benchConsumeBacklog(b, br)
 }
 

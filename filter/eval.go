@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"strconv"
 
@@ -35,6 +36,15 @@ var (
 	nullValue = value{k: kNull}
 	errValue  = value{k: kErr}
 )
+
+// intBits is the width of a kInt or kLong: a string compared with one is
+// parsed as an Integer or a Long.
+func (k kind) intBits() int {
+	if k == kInt {
+		return 32
+	}
+	return 64
+}
 
 func boolValue(b bool) value { return value{k: kBool, b: b} }
 
@@ -413,7 +423,7 @@ func compare(l, r *value) (int, bool) {
 		case kBool:
 			return compareBool(l.b, r.b), true
 		case kInt, kLong:
-			return compareInt(l.i, r.i), true
+			return cmp.Compare(l.i, r.i), true
 		case kDouble:
 			return compareDouble(l.f, r.f), true
 		case kString:
@@ -426,25 +436,15 @@ func compare(l, r *value) (int, bool) {
 		if r.k == kString {
 			return 0, false
 		}
-	case kInt:
+	case kInt, kLong:
 		switch r.k {
-		case kLong:
-			return compareInt(l.i, r.i), true
+		case kInt, kLong: // the other one of the two
+			return cmp.Compare(l.i, r.i), true
 		case kDouble:
 			return compareDouble(float64(l.i), r.f), true
 		case kString:
-			n, ok := javaParseInt(r.s, 32)
-			return compareInt(l.i, n), ok
-		}
-	case kLong:
-		switch r.k {
-		case kInt:
-			return compareInt(l.i, r.i), true
-		case kDouble:
-			return compareDouble(float64(l.i), r.f), true
-		case kString:
-			n, ok := javaParseInt(r.s, 64)
-			return compareInt(l.i, n), ok
+			n, ok := javaParseInt(r.s, l.k.intBits())
+			return cmp.Compare(l.i, n), ok
 		}
 	case kDouble:
 		switch r.k {
@@ -458,28 +458,15 @@ func compare(l, r *value) (int, bool) {
 		switch r.k {
 		case kBool:
 			return compareBool(javaParseBool(l.s), r.b), true
-		case kInt:
-			n, ok := javaParseInt(l.s, 32)
-			return compareInt(n, r.i), ok
-		case kLong:
-			n, ok := javaParseInt(l.s, 64)
-			return compareInt(n, r.i), ok
+		case kInt, kLong:
+			n, ok := javaParseInt(l.s, r.k.intBits())
+			return cmp.Compare(n, r.i), ok
 		case kDouble:
 			f, ok := javaParseDouble(l.s)
 			return compareDouble(f, r.f), ok
 		}
 	}
 	return -1, true
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func compareBool(a, b bool) int {

@@ -56,6 +56,12 @@ var tokNames = [...]string{
 
 func (k tokKind) String() string { return tokNames[k] }
 
+// singleCharTokens are the tokens that are one character whatever follows
+// (tEOF: none starts with that byte).
+var singleCharTokens = [256]tokKind{
+	'(': tLParen, ')': tRParen, ',': tComma, '=': tEq, '+': tPlus, '-': tMinus,
+}
+
 // token is one lexical token of an expression.
 type token struct {
 	kind tokKind
@@ -89,18 +95,8 @@ func (l *lexer) next() (token, error) {
 	start := i
 	var k tokKind
 	switch {
-	case c == '(':
-		k, i = tLParen, i+1
-	case c == ')':
-		k, i = tRParen, i+1
-	case c == ',':
-		k, i = tComma, i+1
-	case c == '=':
-		k, i = tEq, i+1
-	case c == '+':
-		k, i = tPlus, i+1
-	case c == '-':
-		k, i = tMinus, i+1
+	case singleCharTokens[c] != tEOF:
+		k, i = singleCharTokens[c], i+1
 	case c == '>':
 		k, i = tGt, i+1
 		if i < len(src) && src[i] == '=' {

@@ -237,56 +237,36 @@ func (p *parser) selector() (int32, error) {
 	return p.asBoolean(e, start)
 }
 
-func (p *parser) or() (int32, error) {
+func (p *parser) or() (int32, error) { return p.logic(tOr, opOr, p.and) }
+
+func (p *parser) and() (int32, error) { return p.logic(tAnd, opAnd, p.equality) }
+
+// logic parses operand (tok operand)*, left-associative, into op (AND or
+// OR) nodes over operands made boolean.
+func (p *parser) logic(tok tokKind, op opcode, operand func() (int32, error)) (int32, error) {
 	start := p.peek().pos
-	l, err := p.and()
+	l, err := operand()
 	if err != nil {
 		return 0, err
 	}
-	for p.peek().kind == tOr {
+	for p.peek().kind == tok {
 		p.next()
 		rstart := p.peek().pos
-		r, err := p.and()
+		r, err := operand()
 		if err != nil {
 			return 0, err
 		}
-		if l, err = p.logic(opOr, l, start, r, rstart); err != nil {
+		if l, err = p.asBoolean(l, start); err != nil {
+			return 0, err
+		}
+		if r, err = p.asBoolean(r, rstart); err != nil {
+			return 0, err
+		}
+		if l, err = p.add(node{op: op, a: l, b: r}); err != nil {
 			return 0, err
 		}
 	}
 	return l, nil
-}
-
-func (p *parser) and() (int32, error) {
-	start := p.peek().pos
-	l, err := p.equality()
-	if err != nil {
-		return 0, err
-	}
-	for p.peek().kind == tAnd {
-		p.next()
-		rstart := p.peek().pos
-		r, err := p.equality()
-		if err != nil {
-			return 0, err
-		}
-		if l, err = p.logic(opAnd, l, start, r, rstart); err != nil {
-			return 0, err
-		}
-	}
-	return l, nil
-}
-
-// logic builds AND/OR over two operands made boolean.
-func (p *parser) logic(op opcode, l int32, lpos int, r int32, rpos int) (int32, error) {
-	l, err := p.asBoolean(l, lpos)
-	if err != nil {
-		return 0, err
-	}
-	if r, err = p.asBoolean(r, rpos); err != nil {
-		return 0, err
-	}
-	return p.add(node{op: op, a: l, b: r})
 }
 
 func (p *parser) equality() (int32, error) {

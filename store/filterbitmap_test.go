@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,12 @@ type testCalc struct {
 func (c *testCalc) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	fs := c.filters[topic]
+	return setMatchedBits(c.filters[topic], props, bm)
+}
+
+// setMatchedBits sets in bm the bits of the filters of fs that match
+// props; false when fs is empty (a topic without filters).
+func setMatchedBits(fs []*bitmapFilter, props, bm []byte) bool {
 	if len(fs) == 0 {
 		return false
 	}
@@ -83,6 +89,16 @@ func (c *testCalc) register(s *Store, topic string, f *bitmapFilter) {
 	f.from.Store(math.MaxInt64)
 	c.add(topic, f)
 	f.from.Store(s.CommitLogMaxOffset())
+}
+
+// registerEU installs a calculator on s and registers with it the filter
+// most tests pull with: region = 'eu' on topic T, bits 3, 40 and 101.
+func registerEU(s *Store) *bitmapFilter {
+	calc := &testCalc{}
+	s.SetFilterBitmapCalculator(calc)
+	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
+	calc.register(s, "T", f)
+	return f
 }
 
 func bitmapConfig(dir string) *Config {
@@ -129,10 +145,7 @@ func queueOffsets(t testing.TB, s *Store, f MessageFilter) []int64 {
 func TestFilterBitmapSkipsNonMatching(t *testing.T) {
 	dir := t.TempDir()
 	s := MustOpen(t, bitmapConfig(dir))
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 1000)
 
 	assert.Equal(t, eu, queueOffsets(t, s, f))
@@ -226,10 +239,7 @@ func TestFilterBitmapExpressionChange(t *testing.T) {
 // still returns exactly the matches.
 func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 	s := MustOpen(t, bitmapConfig(t.TempDir()))
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 1000)
 	u := s.consumeQueue("T", 0).units
 	stride := u.l.stride
@@ -260,15 +270,11 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 			case 5: // the offset of another message, checksum recomputed
 				copy(b[:8], unit(idx + 1)[:8])
 				clear(b[filterUnitHeader:])
-				putBE32(b[u.l.checkAt():], u.l.check(b))
+				binary.BigEndian.PutUint32(b[u.l.checkAt():], u.l.check(b))
 			}
 		}
 		require.Equal(t, eu, queueOffsets(t, s, f), "round %d", round)
 	}
-}
-
-func putBE32(b []byte, v uint32) {
-	b[0], b[1], b[2], b[3] = byte(v>>24), byte(v>>16), byte(v>>8), byte(v)
 }
 
 // A reopened store keeps its units; a store reopened with bitmaps off
@@ -278,10 +284,7 @@ func TestFilterBitmapRestart(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(bitmapConfig(dir), nil)
 	require.NoError(t, err)
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 1000)
 	require.NoError(t, s.Shutdown(context.Background()))
 
@@ -313,10 +316,7 @@ func TestFilterBitmapRestart(t *testing.T) {
 func TestFilterBitmapFilesFollowTheQueue(t *testing.T) {
 	dir := t.TempDir()
 	s := MustOpen(t, bitmapConfig(dir))
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	registerEU(s)
 	putRegions(t, s, 0, 1000)
 	cq := s.consumeQueue("T", 0)
 	unitDir := filepath.Join(dir, filterUnitDirName, "T", "0")
@@ -361,10 +361,7 @@ func TestFilterBitmapUnwritableUnitsDoNotBlockDispatch(t *testing.T) {
 	s := MustOpen(t, bitmapConfig(dir))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, filterUnitDirName), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, filterUnitDirName, "T"), []byte("in the way"), 0o644))
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 300)
 	assert.Equal(t, eu, queueOffsets(t, s, f))
 	assert.EqualValues(t, 300, f.evals.Load(), "no unit: every record is evaluated")
@@ -388,9 +385,7 @@ func TestFilterBitmapOrphanUnitsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(bitmapConfig(dir), nil)
 	require.NoError(t, err)
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	calc.register(s, "T", newBitmapFilter("region = 'eu'", 3, 40, 101))
+	registerEU(s)
 	putRegions(t, s, 0, 50)
 	require.NoError(t, s.Shutdown(context.Background()))
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, consumeQueueDirName, "T")))
@@ -410,10 +405,7 @@ func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
 	cfg.MappedFileSizeConsumeQ = 10000 * CQStoreUnitSize // fully reserved at creation
 	cfg.MessageIndexEnable = false                       // index files would wait for space
 	s := MustOpen(t, cfg, lowUsage())
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 100) // the sidecar reserved its first 64 KiB: 2048 units
 	ballast := testfs.Fill(t, root, 0)
 	eu = append(eu, putRegions(t, s, 100, 2400)...) // beyond unit 2048: no room
@@ -462,14 +454,7 @@ func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) boo
 	if topic != "T" {
 		return false
 	}
-	for _, f := range c.fs {
-		if f.x.Match(props) {
-			for _, b := range f.bits {
-				bm[b>>3] |= 1 << (b & 7)
-			}
-		}
-	}
-	return true
+	return setMatchedBits(c.fs, props, bm)
 }
 
 // A unit is never rewritten once its entry is published (a record
@@ -477,9 +462,7 @@ func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) boo
 // it, computed by a later calculator.
 func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 	s := MustOpen(t, bitmapConfig(t.TempDir()))
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	calc.register(s, "T", newBitmapFilter("region = 'eu'", 3, 40, 101))
+	registerEU(s)
 	putRegions(t, s, 0, 20)
 	cq := s.consumeQueue("T", 0)
 	mf := cq.units.q.FirstMappedFile()
@@ -500,10 +483,7 @@ func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(bitmapConfig(dir), nil)
 	require.NoError(t, err)
-	calc := &testCalc{}
-	s.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(s, "T", f)
+	f := registerEU(s)
 	eu := putRegions(t, s, 0, 300)
 	require.NoError(t, s.Shutdown(context.Background()))
 
@@ -533,10 +513,7 @@ func TestFilterBitmapSlaveComputesUnits(t *testing.T) {
 	scfg := bitmapConfig(t.TempDir())
 	scfg.Slave = true
 	slave := MustOpen(t, scfg)
-	calc := &testCalc{}
-	slave.SetFilterBitmapCalculator(calc)
-	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
-	calc.register(slave, "T", f)
+	f := registerEU(slave)
 	eu := putRegions(t, master, 0, 500)
 	replicate(t, master, slave, 0, rng)
 	waitDispatched(t, slave)

@@ -406,21 +406,24 @@ func startBinCluster(t testing.TB, extra map[string]string) *binCluster {
 	return c
 }
 
+// newRawClient is a remoting client for the tests' own requests to child
+// processes, logging warnings to t, closed when the test ends.
+func newRawClient(t testing.TB) *remoting.Client {
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	log.SetOutput(testWriter{t})
+	raw := remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = raw.Close() })
+	return raw
+}
+
 // startBinNamesrv builds the binaries (once) and starts a nameserver; the
 // returned cluster has no broker yet (configureBroker, addBroker).
 func startBinNamesrv(t testing.TB) *binCluster {
 	t.Helper()
 	nsBin, _ := builtBinaries(t)
 	dir := t.TempDir()
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	log.SetOutput(testWriter{t})
-	c := &binCluster{
-		t:   t,
-		dir: dir,
-		raw: remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second}),
-	}
-	t.Cleanup(func() { _ = c.raw.Close() })
+	c := &binCluster{t: t, dir: dir, raw: newRawClient(t)}
 
 	nsPort := freePortPair(t)
 	nsConf := filepath.Join(dir, "namesrv.conf")

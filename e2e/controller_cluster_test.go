@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorocketmq/gorocketmq/remoting"
@@ -45,11 +44,7 @@ func startCtlCluster(t *testing.T, n int) *ctlCluster {
 	t.Helper()
 	nsBin, _ := builtBinaries(t)
 	dir := t.TempDir()
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	log.SetOutput(testWriter{t})
-	raw := remoting.NewClient(remoting.ClientConfig{Logger: log, DialTimeout: time.Second})
-	t.Cleanup(func() { _ = raw.Close() })
+	raw := newRawClient(t)
 	cc := &ctlCluster{t: t, dir: dir, replicas: map[string][]*binCluster{}}
 	// Each nameserver listens on p and its controller's Raft on p+1.
 	ports := make([]int, n)

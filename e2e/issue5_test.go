@@ -246,18 +246,28 @@ type i5Child struct {
 // startIssue5Child runs scenario sc against c on topic for group.
 func startIssue5Child(t *testing.T, c *Cluster, sc, topic, group string) *i5Child {
 	t.Helper()
+	return startClientChild(t, "issue5 client: ",
+		envIssue5+"="+sc, envIssue5NS+"="+c.NamesrvAddr, envIssue5Topic+"="+topic, envIssue5Group+"="+group)
+}
+
+// startClientChild runs this test binary as a child with env added to
+// ours (the variables that make its init run a client scenario), its race
+// reports and the official client's local offsets under a temp dir, and
+// its stderr logged with prefix; it is stopped when the test ends.
+func startClientChild(t *testing.T, prefix string, env ...string) *i5Child {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	dir := t.TempDir()
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envIssue5+"="+sc, envIssue5NS+"="+c.NamesrvAddr, envIssue5Topic+"="+topic, envIssue5Group+"="+group,
+	cmd.Env = append(append(os.Environ(), env...),
 		"GORACE=log_path="+filepath.Join(dir, "client-race")+" exitcode=0",
 		"rocketmq.client.localOffsetStoreDir="+filepath.Join(dir, "offsets"))
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	cmd.Stderr = &lineLogger{t: t, prefix: "issue5 client: "}
+	cmd.Stderr = &lineLogger{t: t, prefix: prefix}
 	require.NoError(t, cmd.Start())
 	ch := &i5Child{t: t, cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go ch.readLoop(stdout)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -163,32 +162,18 @@ func TestSQL92FilterBitmapOfficialClient(t *testing.T) {
 	require.NoError(t, err)
 	resp := c.Invoke(t, c.BrokerAddr, remoting.HeartBeat, nil, hb)
 	require.Equal(t, int32(remoting.Success), resp.Code, resp.Remark)
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), envSQL92Child+"=1", envSQL92NS+"="+c.NamesrvAddr, envSQL92Topic+"="+topic, envSQL92Group+"="+group,
-		"GORACE=log_path="+filepath.Join(dir, "client-race")+" exitcode=0",
-		"rocketmq.client.localOffsetStoreDir="+filepath.Join(dir, "offsets"))
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = &lineLogger{t: t, prefix: "sql92 client: "}
-	require.NoError(t, cmd.Start())
-	ch := &i5Child{t: t, cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	go ch.readLoop(stdout)
-	t.Cleanup(ch.stop)
+	ch := startClientChild(t, "sql92 client: ",
+		envSQL92Child+"=1", envSQL92NS+"="+c.NamesrvAddr, envSQL92Topic+"="+topic, envSQL92Group+"="+group)
 
 	ch.wait("ready", "", 60*time.Second)
 	// The consumer's heartbeat registers its filter; the rest of the
 	// stream is stored after that.
-	registry := filepath.Join(filepath.Join(c.storeDir, "broker"), "config", "consumerFilter.json")
+	registry := filepath.Join(c.storeDir, "broker", "config", "consumerFilter.json")
 	require.Eventually(t, func() bool {
 		b, err := os.ReadFile(registry)
 		return err == nil && strings.Contains(string(b), group) && !strings.Contains(string(b), `"bitmapFrom": -1`)
 	}, 30*time.Second, 10*time.Millisecond, "the group's SQL92 subscription is registered")
-	_, err = io.WriteString(stdin, "more\n")
+	_, err = io.WriteString(ch.stdin, "more\n")
 	require.NoError(t, err)
 	ch.wait("done", "", 60*time.Second)
 
@@ -225,7 +210,7 @@ func TestSQL92FilterBitmapOfficialClient(t *testing.T) {
 	}, 60*time.Second, 20*time.Millisecond, "the consumer reaches the end of every queue")
 	assert.Equal(t, want, got(), "exactly the matching messages, before and after the subscription")
 
-	units, err := os.ReadDir(filepath.Join(filepath.Join(c.storeDir, "broker"), "consumequeue_filter", topic))
+	units, err := os.ReadDir(filepath.Join(c.storeDir, "broker", "consumequeue_filter", topic))
 	require.NoError(t, err, "the broker computed bitmaps for the topic")
 	assert.NotEmpty(t, units)
 }

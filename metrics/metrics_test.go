@@ -74,7 +74,6 @@ func mustBroker(t *testing.T, ns string, tweak func(*conf.BrokerConfig)) (*broke
 // an exporter beside each, all stopped when the test ends.
 func mustCluster(t *testing.T) (ns *nameserver.NameServer, b *broker.Broker, nsExp, bExp *Exporter) {
 	t.Helper()
-	stop := func(s interface{ Shutdown(context.Context) error }) { stopAtEnd(t, s) }
 	nsCfg := conf.DefaultNamesrvConfig()
 	nsCfg.BindAddress, nsCfg.ListenPort = "127.0.0.1", 0
 	nsCfg.KvConfigPath = filepath.Join(t.TempDir(), "kv.json")
@@ -82,13 +81,13 @@ func mustCluster(t *testing.T) (ns *nameserver.NameServer, b *broker.Broker, nsE
 	ns, err := nameserver.New(nsCfg, quietLog())
 	require.NoError(t, err)
 	require.NoError(t, ns.Start())
-	stop(ns)
+	stopAtEnd(t, ns)
 
 	b, bExp = mustBroker(t, ns.Addr(), func(c *conf.BrokerConfig) { c.FlushDiskType = "SYNC_FLUSH" })
 	nsExp, err = NewExporter("127.0.0.1:0", NewNameServerCollector(ns))
 	require.NoError(t, err)
 	require.NoError(t, nsExp.Start())
-	stop(nsExp)
+	stopAtEnd(t, nsExp)
 	return ns, b, nsExp, bExp
 }
 

@@ -327,6 +327,22 @@ run_case() {
 
 want() { [[ " $CASES " == *" $1 "* ]]; }
 
+# replicated_case ROLE NAME TARGET ARGS...: run_case against a master of
+# ROLE (ASYNC_FLUSH) and its slave, both on fresh stores, once the slave
+# caught up; the slave stops after. Call it as a statement (in an if body,
+# not after &&), so that a slave that never catches up stops the script.
+replicated_case() {
+	local role=$1
+	shift
+	stop_pid "$broker_pid"
+	start_broker ASYNC_FLUSH "$role"
+	start_slave
+	slave_caught_up >&2
+	run_case "$@"
+	stop_pid "$slave_pid"
+	slave_pid=""
+}
+
 start_namesrv
 start_broker ASYNC_FLUSH
 M=(producer -s 1024 -d "${DUR}s" --queues 8)
@@ -375,36 +391,18 @@ if want syncflush-w64; then
 fi
 # Replication: a master (port BROKER_PORT, HA port +1) and its slave on fresh stores.
 if want syncmaster-w64; then
-	stop_pid "$broker_pid"
-	start_broker ASYNC_FLUSH SYNC_MASTER
-	start_slave
-	slave_caught_up >&2
-	run_case syncmaster-w64 ">=0.6*sync-w64" "${M[@]}" -t BenchSyncMaster -w 64
-	stop_pid "$slave_pid"
-	slave_pid=""
+	replicated_case SYNC_MASTER syncmaster-w64 ">=0.6*sync-w64" "${M[@]}" -t BenchSyncMaster -w 64
 fi
 # The same 64 senders against an ASYNC_MASTER with its slave attached: the
 # slave's CPU is spent on the same two cores, so syncmaster-w64 over this
 # is what waiting for the slave's ack costs, and sync-w64 over this what
 # hosting a slave on the machine costs.
 if want asyncmaster-w64; then
-	stop_pid "$broker_pid"
-	start_broker ASYNC_FLUSH ASYNC_MASTER
-	start_slave
-	slave_caught_up >&2
-	run_case asyncmaster-w64 "(slave attached)" "${M[@]}" -t BenchAsyncMaster -w 64
-	stop_pid "$slave_pid"
-	slave_pid=""
+	replicated_case ASYNC_MASTER asyncmaster-w64 "(slave attached)" "${M[@]}" -t BenchAsyncMaster -w 64
 fi
 if want replag-10k; then
-	stop_pid "$broker_pid"
-	start_broker ASYNC_FLUSH
-	start_slave
-	slave_caught_up >&2
-	run_case replag-10k "p99<=5ms" replag -t BenchRepLag --rate 10000 -w 64 -d "${DUR}s" \
+	replicated_case ASYNC_MASTER replag-10k "p99<=5ms" replag -t BenchRepLag --rate 10000 -w 64 -d "${DUR}s" \
 		--master "127.0.0.1:$BROKER_PORT" --slave "127.0.0.1:$SLAVE_PORT"
-	stop_pid "$slave_pid"
-	slave_pid=""
 fi
 if want repl-catchup; then
 	stop_pid "$broker_pid"

@@ -81,19 +81,18 @@
   }
 
   function line(key, color, top, pad, w, h, ctx) {
+    var xy = points.map(function (p, i) {
+      return { x: pad + (w - pad - 8) * (keep - points.length + i) / (keep - 1), y: pad / 2 + (h - pad) * (1 - p[key] / top) };
+    });
     ctx.strokeStyle = color; ctx.lineWidth = 2; ctx.beginPath();
-    points.forEach(function (p, i) {
-      var x = pad + (w - pad - 8) * (keep - points.length + i) / (keep - 1);
-      var y = pad / 2 + (h - pad) * (1 - p[key] / top);
-      if (i === 0) { ctx.moveTo(x, y); } else { ctx.lineTo(x, y); }
+    xy.forEach(function (q, i) {
+      if (i === 0) { ctx.moveTo(q.x, q.y); } else { ctx.lineTo(q.x, q.y); }
     });
     ctx.stroke();
     // A dot on each point, so the first one shows before there is a line.
     ctx.fillStyle = color;
-    points.forEach(function (p, i) {
-      var x = pad + (w - pad - 8) * (keep - points.length + i) / (keep - 1);
-      var y = pad / 2 + (h - pad) * (1 - p[key] / top);
-      ctx.beginPath(); ctx.arc(x, y, 2.5, 0, 2 * Math.PI); ctx.fill();
+    xy.forEach(function (q) {
+      ctx.beginPath(); ctx.arc(q.x, q.y, 2.5, 0, 2 * Math.PI); ctx.fill();
     });
   }
 

@@ -3,6 +3,8 @@ package ha
 import (
 	"context"
 	"encoding/binary"
+	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -111,12 +113,35 @@ func TestAckSetWaitsForEveryReplica(t *testing.T) {
 	m.WaitReplicated(end, func(r Result) { got = r })
 	assert.Equal(t, store.PutOK, got.Status)
 
-	// A set naming a replica that lags: the send waits, then times out.
+	// A set naming a replica that is not connected: refused at once.
 	m.SetAckSet([]int64{2, 9})
 	end = putN(t, mst, 7, 1, 1000)
 	got = Result{}
 	m.WaitReplicated(end, func(r Result) { got = r })
 	assert.Equal(t, store.SlaveNotAvailable, got.Status, "replica 9 never connected")
+
+	// Replica 9 connects and never acknowledges past its hello: replica
+	// 2's ack alone does not release a send, which times out.
+	silent, err := net.Dial("tcp", m.Addr().String())
+	require.NoError(t, err)
+	drained := make(chan struct{})
+	go func() { // drainLoop: takes the master's frames, acks nothing
+		defer close(drained)
+		_, _ = io.Copy(io.Discard, silent)
+	}()
+	defer func() { silent.Close(); <-drained }()
+	h := hello{replicaID: 9, windowEnd: end, offset: end}
+	_, err = silent.Write(h.encode(nil))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return m.SlaveOK(end) }, waitFor, time.Millisecond, "replica 9 connected")
+	end = putN(t, mst, 8, 1, 1000)
+	r = newResults()
+	m.WaitReplicated(end, r.done(end))
+	waitOffset(t, st2, end)
+	r.wait(t, 1)
+	_, res = r.snapshot()
+	assert.Equal(t, store.FlushSlaveTimeout, res[end].Status, "released without replica 9's ack")
+	assert.ErrorIs(t, res[end].Err, ErrSlaveTimeout)
 
 	m.SetAckSet(nil)
 	r = newResults()

@@ -378,7 +378,6 @@ func (b *Broker) startDelayServices() error {
 	if b.cfg.IsSlave() {
 		return nil
 	}
-
 	if err := b.schedule.start(); err != nil {
 		return fmt.Errorf("broker: start schedule service: %w", err)
 	}

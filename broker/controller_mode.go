@@ -464,9 +464,8 @@ func (b *Broker) becomeMaster(info replicaInfo) {
 		return
 	}
 	if b.cfg.BrokerRole == conf.RoleSyncMaster {
-		if b.cfg.AllAckInSyncStateSet {
-			m.SetAckSet(nil) // set below, from the in-sync set
-		}
+		// A new master waits for any one slave until takeSyncStateSet
+		// below gives it the in-sync set (allAckInSyncStateSet).
 		st.SetReplicaWaiter(m.WaitReplicated)
 	}
 	c.masterID, c.masterAddr, c.masterHa = b.cfg.BrokerID, b.Addr(), info.MasterHaAddress

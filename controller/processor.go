@@ -83,7 +83,7 @@ func (c *Controller) processHeartbeat(_ *remoting.Conn, req *remoting.Command) (
 	if h.HeartbeatTimeoutMills > 0 {
 		timeout = millis(h.HeartbeatTimeoutMills)
 	}
-	c.live.touch(liveKey{h.BrokerName, h.BrokerID}, liveInfo{addr: h.BrokerAddr, last: now, timeout: timeout,
+	c.live.touch(liveKey{h.BrokerName, h.BrokerID}, liveInfo{last: now, timeout: timeout,
 		epoch: h.Epoch, maxOffset: h.MaxOffset, priority: h.ElectionPriority})
 	if g.MasterID == protocol.NoMaster {
 		c.kickScan() // a replica of a masterless group is back
@@ -127,7 +127,7 @@ func (c *Controller) processRegister(_ *remoting.Conn, req *remoting.Command) (*
 		c.log.WithFields(logrus.Fields{"brokerName": h.BrokerName, "brokerId": h.BrokerID, "addr": h.BrokerAddress, "haAddr": h.HaAddress}).
 			Info("broker replica registered")
 	}
-	c.live.touchRegistered(liveKey{h.BrokerName, h.BrokerID}, h.BrokerAddress, time.Now(), replicaTimeout(&rep, c.cfg.DefaultBrokerTimeout))
+	c.live.touchRegistered(liveKey{h.BrokerName, h.BrokerID}, time.Now(), replicaTimeout(&rep, c.cfg.DefaultBrokerTimeout))
 	if g.MasterID == protocol.NoMaster {
 		c.checkGroup(h.BrokerName)
 		if ng := c.fsm.group(h.BrokerName); ng != nil {

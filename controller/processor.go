@@ -115,10 +115,12 @@ func (c *Controller) processRegister(_ *remoting.Conn, req *remoting.Command) (*
 	// Refused here rather than by Apply: a broker of the wrong cluster
 	// registers again every heartbeat, and each refused proposal would be
 	// one more Raft log entry.
-	if g != nil && g.ClusterName != h.ClusterName {
-		return c.answerErr(req, fmt.Errorf("%w: %s is in %s, not %s", ErrClusterMismatch, h.BrokerName, g.ClusterName, h.ClusterName)), nil
+	if g != nil {
+		if err := g.checkCluster(h.ClusterName); err != nil {
+			return c.answerErr(req, err), nil
+		}
 	}
-	if g == nil || g.Replicas[h.BrokerID] == nil || *g.Replicas[h.BrokerID] != rep || g.ClusterName != h.ClusterName {
+	if g == nil || g.Replicas[h.BrokerID] == nil || *g.Replicas[h.BrokerID] != rep {
 		res, err := c.propose(&event{Type: evRegister, Register: &registerEvent{ClusterName: h.ClusterName, BrokerName: h.BrokerName, Replica: rep}})
 		if err != nil {
 			return c.answerErr(req, err), nil
@@ -247,11 +249,11 @@ func (c *Controller) processAlterSyncStateSet(_ *remoting.Conn, req *remoting.Co
 	}
 	alter := &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
 		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}
-	// Apply's own checks on a copy first (electMu keeps the group as read):
-	// a change it would refuse (a deposed master, a stale epoch, an unknown
-	// replica) is answered without a replicated, fsynced log entry.
-	if dry := (&state{Groups: map[string]*Group{h.BrokerName: g.clone()}}).applyAlter(alter); dry.err != nil {
-		return c.answerErr(req, dry.err), nil
+	// Apply's own checks first (electMu keeps the group as read): a change
+	// it would refuse (a deposed master, a stale epoch, an unknown replica)
+	// is answered without a replicated, fsynced log entry.
+	if _, err := g.checkAlter(alter); err != nil {
+		return c.answerErr(req, err), nil
 	}
 	res, err := c.propose(&event{Type: evAlterSyncState, Alter: alter})
 	if err != nil {

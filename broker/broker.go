@@ -142,7 +142,7 @@ func New(cfg *conf.BrokerConfig, log logrus.FieldLogger) (*Broker, error) {
 		stats:       newBrokerStats(),
 		slaveSync:   slaveSyncState{first: slaveSyncFirst, every: slaveSyncInterval, now: make(chan struct{}, 1)},
 	}
-	b.ctl.notify = make(chan replicaInfo, 1)
+	b.ctl.notify = make(chan struct{}, 1)
 	b.registeredID.Store(cfg.BrokerID)
 	b.stopCtx, b.cancelStop = context.WithCancel(context.Background())
 	b.setStoreHost(uint16(cfg.ListenPort))

@@ -105,12 +105,12 @@ type ctlState struct {
 	// since is when the current role began.
 	since time.Time
 
-	roleNow    atomic.Int32 // role, for other goroutines
-	answers    atomic.Int64 // controller answers taken (registrations and heartbeats)
-	leaseUntil atomic.Int64 // unix ns until which a master may take writes
-	writableMu sync.Mutex   // serialises acceptWrites changes (loop and fence timer)
-	fence      *time.Timer  // fires when the lease runs out
-	notify     chan replicaInfo
+	roleNow    atomic.Int32   // role, for other goroutines
+	answers    atomic.Int64   // controller answers taken (registrations and heartbeats)
+	leaseUntil atomic.Int64   // unix ns until which a master may take writes
+	writableMu sync.Mutex     // serialises acceptWrites changes (loop and fence timer)
+	fence      *time.Timer    // fires when the lease runs out
+	notify     chan struct{}  // a pushed role change: ask the controller now
 	slaveWG    sync.WaitGroup // the slave sync loops
 }
 
@@ -162,35 +162,32 @@ func (b *Broker) processGetBrokerEpochCache(_ *remoting.Conn, req *remoting.Comm
 	return resp, nil
 }
 
-// processNotifyRoleChanged takes the controller's push of an election and
-// hands it to controllerLoop (the newest wins if it is busy), which takes
-// it as a reason to ask the controller, not as the role itself.
+// processNotifyRoleChanged takes the controller's push of an election as
+// a reason for controllerLoop to ask the controller at once, not as the
+// role itself: anyone who reaches the broker's port can send
+// NOTIFY_BROKER_ROLE_CHANGED, and a forged one with a high epoch would
+// otherwise make this broker a master beside the real one (the
+// controller's later answers, at a lower epoch, would be ignored). A wake-up
+// already pending covers this one.
 func (b *Broker) processNotifyRoleChanged(_ *remoting.Conn, req *remoting.Command) (*remoting.Command, error) {
 	if !b.cfg.EnableControllerMode {
 		return respond(req, remoting.SystemError, "this broker is not in controller mode (enableControllerMode=false)"), nil
 	}
-	var info replicaInfo
-	if err := protocol.DecodeHeader(req.FieldMap(), &info.ReplicaInfoHeader); err != nil {
+	var h protocol.ReplicaInfoHeader
+	if err := protocol.DecodeHeader(req.FieldMap(), &h); err != nil {
 		return respond(req, remoting.SystemError, err.Error()), nil
 	}
 	if len(req.Body) > 0 {
-		set, err := protocol.DecodeSyncStateSet(req.Body)
-		if err != nil {
+		if _, err := protocol.DecodeSyncStateSet(req.Body); err != nil {
 			return respond(req, remoting.SystemError, err.Error()), nil
 		}
-		info.syncSet = set
 	}
-	for {
-		select {
-		case b.ctl.notify <- info:
-			return respond(req, remoting.Success, ""), nil
-		default:
-		}
-		select { // drop an older push not taken yet
-		case <-b.ctl.notify:
-		default:
-		}
+	b.log.WithFields(logrus.Fields{"master": h.MasterBrokerID, "masterEpoch": h.MasterEpoch}).Info("a role change was announced; asking the controller")
+	select {
+	case b.ctl.notify <- struct{}{}:
+	default:
 	}
+	return respond(req, remoting.Success, ""), nil
 }
 
 // controllerLoop is the controller-mode broker's one role owner: it
@@ -206,14 +203,7 @@ func (b *Broker) controllerLoop() {
 		select {
 		case <-b.stop:
 			return
-		case info := <-b.ctl.notify:
-			// A push is only a wake-up: anyone who reaches the broker's
-			// port can send NOTIFY_BROKER_ROLE_CHANGED, and a forged one
-			// with a high epoch would otherwise make this broker a master
-			// beside the real one (the controller's later answers, at a
-			// lower epoch, would be ignored). Ask the controller leader
-			// at once and apply its answer instead.
-			b.log.WithFields(logrus.Fields{"master": info.MasterBrokerID, "masterEpoch": info.MasterEpoch}).Info("a role change was announced; asking the controller")
+		case <-b.ctl.notify: // a push: ask the controller leader now
 		case <-t.C:
 		}
 		if info, ok := b.controllerHeartbeat(); ok {

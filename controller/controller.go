@@ -536,9 +536,9 @@ func (c *Controller) scanLoop() {
 // timeout runs out (zero when none).
 func (c *Controller) scan() time.Time {
 	var next time.Time
-	for _, g := range c.fsm.groups() {
-		c.checkGroup(g.BrokerName)
-		if g := c.fsm.group(g.BrokerName); g != nil && g.MasterID != protocol.NoMaster {
+	for _, name := range c.fsm.groupNames() {
+		c.checkGroup(name)
+		if g := c.fsm.group(name); g != nil && g.MasterID != protocol.NoMaster {
 			if d := c.live.deadline(liveKey{g.BrokerName, g.MasterID}); !d.IsZero() && d.After(time.Now()) && (next.IsZero() || d.Before(next)) {
 				next = d
 			}

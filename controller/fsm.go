@@ -114,6 +114,13 @@ func (f *fsm) groups() []*Group {
 	return out
 }
 
+// groupNames returns the group names, sorted.
+func (f *fsm) groupNames() []string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.groupNames()
+}
+
 // controllerAddr returns the remoting address recorded for a controller.
 func (f *fsm) controllerAddr(id string) string {
 	f.mu.RLock()

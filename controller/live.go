@@ -14,7 +14,6 @@ type liveKey struct {
 
 // liveInfo is what the leader last heard from a replica.
 type liveInfo struct {
-	addr      string
 	last      time.Time     // when the last heartbeat (or registration) arrived
 	timeout   time.Duration // the broker's brokerNotActiveTimeoutMillis
 	epoch     int32
@@ -29,10 +28,10 @@ type liveInfo struct {
 // whose lease, granted by the previous leader, may still run.
 type liveTable struct {
 	mu sync.Mutex
-	m  map[liveKey]*liveInfo // guarded by mu
+	m  map[liveKey]liveInfo // guarded by mu
 }
 
-func newLiveTable() *liveTable { return &liveTable{m: map[liveKey]*liveInfo{}} }
+func newLiveTable() *liveTable { return &liveTable{m: map[liveKey]liveInfo{}} }
 
 // reset forgets everything and marks every replica of groups alive as of
 // now (a new leader).
@@ -42,7 +41,7 @@ func (t *liveTable) reset(groups []*Group, now time.Time, defaultTimeout time.Du
 	clear(t.m)
 	for _, g := range groups {
 		for id, r := range g.Replicas {
-			t.m[liveKey{g.BrokerName, id}] = &liveInfo{addr: r.Addr, last: now, timeout: replicaTimeout(r, defaultTimeout)}
+			t.m[liveKey{g.BrokerName, id}] = liveInfo{last: now, timeout: replicaTimeout(r, defaultTimeout)}
 		}
 	}
 }
@@ -69,33 +68,25 @@ func millis(ms int64) time.Duration {
 func (t *liveTable) touch(k liveKey, li liveInfo) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cur := t.m[k]
-	if cur == nil {
-		cur = &liveInfo{}
-		t.m[k] = cur
-	}
-	*cur = li
+	t.m[k] = li
 }
 
 // touchRegistered records a registration: it keeps what the last
 // heartbeat told of the replica's position.
-func (t *liveTable) touchRegistered(k liveKey, addr string, now time.Time, timeout time.Duration) {
+func (t *liveTable) touchRegistered(k liveKey, now time.Time, timeout time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	cur := t.m[k]
-	if cur == nil {
-		cur = &liveInfo{}
-		t.m[k] = cur
-	}
-	cur.addr, cur.last, cur.timeout = addr, now, timeout
+	li := t.m[k]
+	li.last, li.timeout = now, timeout
+	t.m[k] = li
 }
 
 // alive reports whether the replica was heard from within its timeout.
 func (t *liveTable) alive(k liveKey, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	li := t.m[k]
-	return li != nil && now.Sub(li.last) < li.timeout
+	li, ok := t.m[k]
+	return ok && now.Sub(li.last) < li.timeout
 }
 
 // candidates returns the live replicas of group, by id.
@@ -115,7 +106,7 @@ func (t *liveTable) candidates(group string, now time.Time) map[int64]candidate 
 func (t *liveTable) deadline(k liveKey) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if li := t.m[k]; li != nil {
+	if li, ok := t.m[k]; ok {
 		return li.last.Add(li.timeout)
 	}
 	return time.Time{}

@@ -83,7 +83,7 @@ func (c *Controller) processHeartbeat(_ *remoting.Conn, req *remoting.Command) (
 	if h.HeartbeatTimeoutMills > 0 {
 		timeout = millis(h.HeartbeatTimeoutMills)
 	}
-	c.live.touch(liveKey{h.BrokerName, h.BrokerID}, liveInfo{addr: h.BrokerAddr, last: now, timeout: timeout,
+	c.live.touch(liveKey{h.BrokerName, h.BrokerID}, liveInfo{last: now, timeout: timeout,
 		epoch: h.Epoch, maxOffset: h.MaxOffset, priority: h.ElectionPriority})
 	if g.MasterID == protocol.NoMaster {
 		c.kickScan() // a replica of a masterless group is back
@@ -115,10 +115,12 @@ func (c *Controller) processRegister(_ *remoting.Conn, req *remoting.Command) (*
 	// Refused here rather than by Apply: a broker of the wrong cluster
 	// registers again every heartbeat, and each refused proposal would be
 	// one more Raft log entry.
-	if g != nil && g.ClusterName != h.ClusterName {
-		return c.answerErr(req, fmt.Errorf("%w: %s is in %s, not %s", ErrClusterMismatch, h.BrokerName, g.ClusterName, h.ClusterName)), nil
+	if g != nil {
+		if err := g.checkCluster(h.ClusterName); err != nil {
+			return c.answerErr(req, err), nil
+		}
 	}
-	if g == nil || g.Replicas[h.BrokerID] == nil || *g.Replicas[h.BrokerID] != rep || g.ClusterName != h.ClusterName {
+	if g == nil || g.Replicas[h.BrokerID] == nil || *g.Replicas[h.BrokerID] != rep {
 		res, err := c.propose(&event{Type: evRegister, Register: &registerEvent{ClusterName: h.ClusterName, BrokerName: h.BrokerName, Replica: rep}})
 		if err != nil {
 			return c.answerErr(req, err), nil
@@ -127,7 +129,7 @@ func (c *Controller) processRegister(_ *remoting.Conn, req *remoting.Command) (*
 		c.log.WithFields(logrus.Fields{"brokerName": h.BrokerName, "brokerId": h.BrokerID, "addr": h.BrokerAddress, "haAddr": h.HaAddress}).
 			Info("broker replica registered")
 	}
-	c.live.touchRegistered(liveKey{h.BrokerName, h.BrokerID}, h.BrokerAddress, time.Now(), replicaTimeout(&rep, c.cfg.DefaultBrokerTimeout))
+	c.live.touchRegistered(liveKey{h.BrokerName, h.BrokerID}, time.Now(), replicaTimeout(&rep, c.cfg.DefaultBrokerTimeout))
 	if g.MasterID == protocol.NoMaster {
 		c.checkGroup(h.BrokerName)
 		if ng := c.fsm.group(h.BrokerName); ng != nil {
@@ -247,11 +249,11 @@ func (c *Controller) processAlterSyncStateSet(_ *remoting.Conn, req *remoting.Co
 	}
 	alter := &alterEvent{BrokerName: h.BrokerName, MasterID: h.MasterBrokerID,
 		MasterEpoch: h.MasterEpoch, ExpectSyncStateSetEpoch: set.SyncStateSetEpoch, NewSet: set.SyncStateSet}
-	// Apply's own checks on a copy first (electMu keeps the group as read):
-	// a change it would refuse (a deposed master, a stale epoch, an unknown
-	// replica) is answered without a replicated, fsynced log entry.
-	if dry := (&state{Groups: map[string]*Group{h.BrokerName: g.clone()}}).applyAlter(alter); dry.err != nil {
-		return c.answerErr(req, dry.err), nil
+	// Apply's own checks first (electMu keeps the group as read): a change
+	// it would refuse (a deposed master, a stale epoch, an unknown replica)
+	// is answered without a replicated, fsynced log entry.
+	if _, err := g.checkAlter(alter); err != nil {
+		return c.answerErr(req, err), nil
 	}
 	res, err := c.propose(&event{Type: evAlterSyncState, Alter: alter})
 	if err != nil {

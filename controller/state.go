@@ -223,8 +223,8 @@ func (s *state) applyRegister(r *registerEvent) applyResult {
 	if g == nil {
 		g = &Group{ClusterName: r.ClusterName, BrokerName: r.BrokerName, Replicas: map[int64]*Replica{}, SyncStateSet: []int64{}}
 		s.Groups[r.BrokerName] = g
-	} else if g.ClusterName != r.ClusterName {
-		return applyResult{err: fmt.Errorf("%w: %s is in %s, not %s", ErrClusterMismatch, r.BrokerName, g.ClusterName, r.ClusterName)}
+	} else if err := g.checkCluster(r.ClusterName); err != nil {
+		return applyResult{err: err}
 	}
 	rep := r.Replica
 	g.Replicas[rep.ID] = &rep
@@ -260,26 +260,48 @@ func (s *state) applyAlter(a *alterEvent) applyResult {
 	if g == nil {
 		return applyResult{err: fmt.Errorf("%w: %s", ErrUnknownGroup, a.BrokerName)}
 	}
-	if g.MasterID == protocol.NoMaster || g.MasterID != a.MasterID || g.MasterEpoch != a.MasterEpoch {
-		return applyResult{err: fmt.Errorf("%w: %s has master %d at epoch %d, the request came from %d at epoch %d",
-			ErrFencedMasterEpoch, a.BrokerName, g.MasterID, g.MasterEpoch, a.MasterID, a.MasterEpoch)}
-	}
-	if g.SyncStateSetEpoch != a.ExpectSyncStateSetEpoch {
-		return applyResult{err: fmt.Errorf("%w: %s is at sync state set epoch %d, the request expected %d",
-			ErrFencedSyncStateSetEpoch, a.BrokerName, g.SyncStateSetEpoch, a.ExpectSyncStateSetEpoch)}
-	}
-	set := protocol.SortedIDs(a.NewSet)
-	if _, ok := slices.BinarySearch(set, g.MasterID); !ok {
-		return applyResult{err: fmt.Errorf("%w: %v lacks the master %d", ErrInvalidReplicas, set, g.MasterID)}
-	}
-	for _, id := range set {
-		if g.Replicas[id] == nil {
-			return applyResult{err: fmt.Errorf("%w: %v names unknown replica %d", ErrInvalidReplicas, set, id)}
-		}
+	set, err := g.checkAlter(a)
+	if err != nil {
+		return applyResult{err: err}
 	}
 	g.SyncStateSet = set
 	g.SyncStateSetEpoch++
 	return applyResult{group: g.clone()}
+}
+
+// checkCluster refuses a replica registering under a cluster other than
+// g's. The leader also calls it before proposing, so a broker of the wrong
+// cluster, which registers again every heartbeat, costs no log entry.
+func (g *Group) checkCluster(cluster string) error {
+	if g.ClusterName != cluster {
+		return fmt.Errorf("%w: %s is in %s, not %s", ErrClusterMismatch, g.BrokerName, g.ClusterName, cluster)
+	}
+	return nil
+}
+
+// checkAlter returns a's new in-sync set, sorted, or why applying a to g
+// is refused: a deposed master, a stale epoch, a set without the master
+// or with an unknown replica. The leader also calls it before proposing,
+// so a change Apply would refuse costs no log entry.
+func (g *Group) checkAlter(a *alterEvent) ([]int64, error) {
+	if g.MasterID == protocol.NoMaster || g.MasterID != a.MasterID || g.MasterEpoch != a.MasterEpoch {
+		return nil, fmt.Errorf("%w: %s has master %d at epoch %d, the request came from %d at epoch %d",
+			ErrFencedMasterEpoch, a.BrokerName, g.MasterID, g.MasterEpoch, a.MasterID, a.MasterEpoch)
+	}
+	if g.SyncStateSetEpoch != a.ExpectSyncStateSetEpoch {
+		return nil, fmt.Errorf("%w: %s is at sync state set epoch %d, the request expected %d",
+			ErrFencedSyncStateSetEpoch, a.BrokerName, g.SyncStateSetEpoch, a.ExpectSyncStateSetEpoch)
+	}
+	set := protocol.SortedIDs(a.NewSet)
+	if _, ok := slices.BinarySearch(set, g.MasterID); !ok {
+		return nil, fmt.Errorf("%w: %v lacks the master %d", ErrInvalidReplicas, set, g.MasterID)
+	}
+	for _, id := range set {
+		if g.Replicas[id] == nil {
+			return nil, fmt.Errorf("%w: %v names unknown replica %d", ErrInvalidReplicas, set, id)
+		}
+	}
+	return set, nil
 }
 
 // groupNames returns the group names, sorted.

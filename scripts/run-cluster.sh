@@ -26,6 +26,8 @@ LAYOUT=${2:-2m-2s-sync}
 NS_PORT=${NAMESRV_PORT:-9876}
 NS2_PORT=$((NS_PORT + 1))
 LOG_LEVEL=${LOG_LEVEL:-info}
+# The controller layout's nameservers (fixed by conf/controller/namesrv-n*.conf).
+CTL_NAMESRV="127.0.0.1:9876;127.0.0.1:9886;127.0.0.1:9896"
 CONF_DIR="$(cd "$(dirname "$0")/.." && pwd)/conf/$LAYOUT"
 [[ -d "$CONF_DIR" ]] || { echo "run-cluster.sh: no layout $CONF_DIR (try 2m-2s-sync, 2m-2s-async or controller)" >&2; exit 1; }
 for b in mqnamesrv mqbroker; do
@@ -93,11 +95,10 @@ run_controller_layout() {
 		port=$(sed -n 's/^listenPort=//p' "$CONF_DIR/namesrv-$n.conf")
 		start "namesrv-$n" "$port" "$BIN/mqnamesrv" -c "$DATA/namesrv-$n.conf"
 	done
-	local ns="127.0.0.1:9876;127.0.0.1:9886;127.0.0.1:9896"
 	for broker in broker-a-1 broker-a-2 broker-a-3 broker-b-1 broker-b-2 broker-b-3; do
 		loopback_conf "$CONF_DIR/$broker.properties" "$DATA/$broker.conf"
 		port=$(sed -n 's/^listenPort=//p' "$CONF_DIR/$broker.properties")
-		start "$broker" "$port" "$BIN/mqbroker" -c "$DATA/$broker.conf" -n "$ns"
+		start "$broker" "$port" "$BIN/mqbroker" -c "$DATA/$broker.conf" -n "$CTL_NAMESRV"
 	done
 	cat <<MSG
 
@@ -191,7 +192,7 @@ if [[ $LAYOUT == controller ]]; then
 				if [[ $n == namesrv-* ]]; then
 					echo "    $BIN/mqnamesrv -c $DATA/$n.conf" >&2
 				else
-					echo "    $BIN/mqbroker -c $DATA/$n.conf -n '127.0.0.1:9876;127.0.0.1:9886;127.0.0.1:9896'" >&2
+					echo "    $BIN/mqbroker -c $DATA/$n.conf -n '$CTL_NAMESRV'" >&2
 				fi
 			fi
 		done

@@ -110,10 +110,8 @@ func parseEpochFile(b []byte) ([]EpochEntry, error) {
 	if sum != 0 && sum != int64(epochChecksum(body.String())) {
 		return nil, fmt.Errorf("checksum %d does not match the entries", sum)
 	}
-	for i := 1; i < len(out); i++ {
-		if out[i].Epoch <= out[i-1].Epoch || out[i].StartOffset < out[i-1].StartOffset {
-			return nil, fmt.Errorf("entry %d-%d does not follow %d-%d", out[i].Epoch, out[i].StartOffset, out[i-1].Epoch, out[i-1].StartOffset)
-		}
+	if err := CheckEpochOrder(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

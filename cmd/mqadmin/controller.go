@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/gorocketmq/gorocketmq/client"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
@@ -35,7 +36,7 @@ func runGetControllerMetaData(e *env) error {
 	e.printf("\n#ControllerGroup\t%s", md.Group)
 	e.printf("\n#ControllerLeaderId\t%s", md.ControllerLeaderID)
 	e.printf("\n#ControllerLeaderAddress\t%s", md.ControllerLeaderAddress)
-	for _, p := range splitList(md.Peers) {
+	for _, p := range strings.FieldsFunc(md.Peers, func(r rune) bool { return r == ';' }) {
 		e.printf("\n#Peer:\t%s", p)
 	}
 	e.printf("\n")
@@ -226,9 +227,6 @@ func (e *env) controllerAdmin() (*client.Admin, error) {
 // clusterBrokerNames returns the broker names of cluster at the
 // nameservers, sorted.
 func (e *env) clusterBrokerNames(cluster string) ([]string, error) {
-	if _, ok := e.vals["n"]; !ok && len(e.nameServers()) == 0 {
-		return nil, client.ErrNoNameServer
-	}
 	a, err := e.Admin()
 	if err != nil {
 		return nil, err
@@ -244,19 +242,4 @@ func (e *env) clusterBrokerNames(cluster string) ([]string, error) {
 	out := append([]string(nil), names...)
 	sort.Strings(out)
 	return out, nil
-}
-
-// splitList splits a ';'-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ';' {
-			if p := s[start:i]; p != "" {
-				out = append(out, p)
-			}
-			start = i + 1
-		}
-	}
-	return out
 }

@@ -21,7 +21,6 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
-	"github.com/gorocketmq/gorocketmq/controller"
 	"github.com/gorocketmq/gorocketmq/remoting"
 )
 
@@ -58,22 +57,16 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 		fmt.Fprint(stdout, conf.Format(&cfg))
 		return daemon.ExitOK
 	}
-	cc, err := cfg.ControllerKeys.Options(cfg.ScanInterval())
-	if err != nil {
-		fmt.Fprintf(stderr, "mqcontroller: %v\n", err)
-		return daemon.ExitFail
-	}
-	ctl, err := controller.New(cc, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "mqcontroller: %v\n", err)
-		return daemon.ExitFail
-	}
 	srv := remoting.NewServer(remoting.ServerConfig{
 		Addr:          cfg.ListenAddr(),
 		Logger:        log.WithField("component", "controller"),
 		IdleTimeout:   time.Duration(cfg.ServerChannelMaxIdleTimeSeconds) * time.Second,
 		NumEventLoops: cfg.ServerSelectorThreads,
 	})
-	ctl.Register(srv, srv.NewPool("controller", cfg.ControllerThreadPoolNums, cfg.ControllerRequestThreadPoolQueueCapacity))
-	return daemon.Run(controller.NewHosted(srv, ctl), log, shutdownTimeout, "The Controller boot success.", nil, stop, started)
+	hosted, err := daemon.HostController(srv, srv, &cfg.ControllerKeys, cfg.ScanInterval(), log)
+	if err != nil {
+		fmt.Fprintf(stderr, "mqcontroller: %v\n", err)
+		return daemon.ExitFail
+	}
+	return daemon.Run(hosted, log, shutdownTimeout, "The Controller boot success.", nil, stop, started)
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/cmd/internal/daemon"
 	"github.com/gorocketmq/gorocketmq/conf"
-	"github.com/gorocketmq/gorocketmq/controller"
 	"github.com/gorocketmq/gorocketmq/metrics"
 	"github.com/gorocketmq/gorocketmq/nameserver"
 )
@@ -66,18 +65,12 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan os.Signal, started
 	}
 	var srv daemon.Server = ns
 	if cfg.EnableControllerInNamesrv {
-		cc, err := cfg.ControllerKeys.Options(cfg.ScanInterval())
+		hosted, err := daemon.HostController(ns, ns.Server(), &cfg.ControllerKeys, cfg.ScanInterval(), log)
 		if err != nil {
 			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
 			return 1
 		}
-		ctl, err := controller.New(cc, log)
-		if err != nil {
-			fmt.Fprintf(stderr, "mqnamesrv: %v\n", err)
-			return 1
-		}
-		ctl.Register(ns.Server(), ns.Server().NewPool("controller", cfg.ControllerThreadPoolNums, cfg.ControllerRequestThreadPoolQueueCapacity))
-		srv = controller.NewHosted(ns, ctl)
+		srv = hosted
 	}
 	if cfg.PromEnabled() {
 		// /metrics starts once the nameserver (and its controller) listens

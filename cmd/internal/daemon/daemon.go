@@ -1,8 +1,9 @@
-// Package daemon holds what the server mains (mqnamesrv, mqbroker) share:
-// the exit-code convention for flags, the logger they configure from
-// -log-level, and the start / wait-for-signal / bounded-shutdown lifecycle.
-// The servers themselves stay in their own packages; this is only the
-// process shell around them.
+// Package daemon holds what the server mains (mqnamesrv, mqbroker,
+// mqcontroller) share: the exit-code convention for flags, the logger they
+// configure from -log-level, the start / wait-for-signal / bounded-shutdown
+// lifecycle, and how a controller member is put on a host's port. The
+// servers themselves stay in their own packages; this is only the process
+// shell around them.
 package daemon
 
 import (
@@ -16,6 +17,10 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/controller"
+	"github.com/gorocketmq/gorocketmq/remoting"
 )
 
 // Exit codes shared by the server binaries.
@@ -155,4 +160,23 @@ func (l logged) Start() error {
 	}
 	l.log.WithField("addr", l.Addr()).Info(l.msg)
 	return nil
+}
+
+// HostController builds the controller member keys describe (scan is the
+// scanNotActiveBrokerInterval of the file they came from), routes its
+// requests on srv, a pool of their own sized by the keys, and pairs it with
+// host, which owns srv: mqcontroller's own server, or a nameserver's with
+// enableControllerInNamesrv.
+func HostController(host controller.Host, srv *remoting.Server, keys *conf.ControllerKeys, scan time.Duration,
+	log logrus.FieldLogger) (*controller.Hosted, error) {
+	cc, err := keys.Options(scan)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := controller.New(cc, log)
+	if err != nil {
+		return nil, err
+	}
+	ctl.Register(srv, srv.NewPool("controller", keys.ControllerThreadPoolNums, keys.ControllerRequestThreadPoolQueueCapacity))
+	return controller.NewHosted(host, ctl), nil
 }

@@ -14,6 +14,11 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorocketmq/gorocketmq/conf"
+	"github.com/gorocketmq/gorocketmq/controller"
+	"github.com/gorocketmq/gorocketmq/remoting"
+	"github.com/gorocketmq/gorocketmq/remoting/protocol"
 )
 
 // fakeServer records the lifecycle calls Run makes.
@@ -97,4 +102,33 @@ func TestRunFailures(t *testing.T) {
 	stop := make(chan os.Signal, 1)
 	stop <- syscall.SIGINT
 	assert.Equal(t, ExitFail, Run(srv, log, time.Second, "boot", nil, stop, nil))
+}
+
+// TestHostController: keys that cannot work are refused before anything
+// is routed; good ones put a controller on the host's port, where it
+// answers once the host listens, and stop with it.
+func TestHostController(t *testing.T) {
+	srv := remoting.NewServer(remoting.ServerConfig{Addr: "127.0.0.1:0"})
+	keys := conf.DefaultControllerKeys()
+	keys.ControllerDLegerPeers, keys.ControllerDLegerSelfID = "n0-127.0.0.1:0", "n7"
+	_, err := HostController(srv, srv, &keys, time.Second, nil)
+	require.ErrorIs(t, err, controller.ErrBadConfig)
+
+	keys.ControllerDLegerSelfID, keys.ControllerStorePath = "n0", t.TempDir()
+	hosted, err := HostController(srv, srv, &keys, time.Second, nil)
+	require.NoError(t, err)
+	require.NoError(t, hosted.Start())
+	defer func() { assert.NoError(t, hosted.Shutdown(context.Background())) }()
+	cl := remoting.NewClient(remoting.ClientConfig{})
+	defer cl.Close()
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := cl.InvokeSync(ctx, hosted.Addr(), remoting.NewRequest(remoting.ControllerGetMetadataInfo, nil, nil))
+		require.NoError(t, err)
+		require.Equal(t, remoting.Success, resp.ResponseCode(), resp.Remark)
+		var md protocol.GetMetaDataResponseHeader
+		require.NoError(t, protocol.DecodeHeader(resp.ExtFields, &md))
+		return md.IsLeader && md.Group == keys.ControllerDLegerGroup
+	}, 30*time.Second, 20*time.Millisecond)
 }

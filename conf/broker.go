@@ -488,12 +488,7 @@ func DefaultBrokerConfig() BrokerConfig {
 // LoadBrokerConfig returns the defaults overlaid with the file at path (no
 // file when path is empty), the old key spellings applied, validated.
 func LoadBrokerConfig(path string, log logrus.FieldLogger) (BrokerConfig, error) {
-	cfg := DefaultBrokerConfig()
-	if path == "" {
-		return cfg, cfg.Validate()
-	}
-	err := Load(path, &cfg, log)
-	return cfg, err
+	return loadOrDefault(DefaultBrokerConfig(), path, log)
 }
 
 // Validate applies RocketMQ's start-up fix-ups (the old mapedFileSizeCommitLog

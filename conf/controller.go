@@ -129,12 +129,7 @@ func DefaultControllerConfig() ControllerConfig {
 // LoadControllerConfig returns the defaults overlaid with the file at path
 // (no file when path is empty), validated.
 func LoadControllerConfig(path string, log logrus.FieldLogger) (ControllerConfig, error) {
-	cfg := DefaultControllerConfig()
-	if path == "" {
-		return cfg, cfg.Validate()
-	}
-	err := Load(path, &cfg, log)
-	return cfg, err
+	return loadOrDefault(DefaultControllerConfig(), path, log)
 }
 
 // Validate checks every value that could not work, naming the key and value.

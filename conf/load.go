@@ -81,6 +81,19 @@ func Load(path string, cfg any, log logrus.FieldLogger) error {
 	return nil
 }
 
+// loadOrDefault returns def with the file at path loaded over it (Load), or
+// def validated when path is "": what each Load*Config does for its type.
+func loadOrDefault[C any, P interface {
+	*C
+	Validator
+}](def C, path string, log logrus.FieldLogger) (C, error) {
+	if path == "" {
+		return def, P(&def).Validate()
+	}
+	err := Load(path, P(&def), log)
+	return def, err
+}
+
 func formatOf(path string) string {
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":

@@ -117,12 +117,7 @@ func DefaultNamesrvConfig() NamesrvConfig {
 // LoadNamesrvConfig returns the defaults overlaid with the file at path (no
 // file when path is empty), validated.
 func LoadNamesrvConfig(path string, log logrus.FieldLogger) (NamesrvConfig, error) {
-	cfg := DefaultNamesrvConfig()
-	if path == "" {
-		return cfg, cfg.Validate()
-	}
-	err := Load(path, &cfg, log)
-	return cfg, err
+	return loadOrDefault(DefaultNamesrvConfig(), path, log)
 }
 
 // Validate checks every value that could not work, naming the key and value.

@@ -12,7 +12,6 @@ import (
 	"github.com/gorocketmq/gorocketmq/message"
 	"github.com/gorocketmq/gorocketmq/remoting"
 	"github.com/gorocketmq/gorocketmq/remoting/protocol"
-	"github.com/gorocketmq/gorocketmq/store"
 )
 
 // replyMessageFlag is the MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG).
@@ -85,19 +84,14 @@ func (b *Broker) processReply(c *remoting.Conn, req *remoting.Command) (*remotin
 	msgID, offset := "0", int64(0)
 	if b.cfg.StoreReplyMessageEnable {
 		res := b.store.PutMessage(context.Background(), &ext)
-		if res.OK() || res.Status == store.FlushDiskTimeout || res.Status == store.FlushSlaveTimeout || res.Status == store.SlaveNotAvailable {
+		if res.OK() { // stored, even if not yet flushed or replicated
 			msgID, offset = res.MsgID, res.QueueOffset
 			b.stats.onPut(h.topic, res.MsgNum, res.WroteBytes)
 		} else {
 			b.log.WithFields(logrus.Fields{"topic": h.topic, "status": res.Status, "reason": res.Err}).Warn("reply not stored")
 		}
 	}
-	f := remoting.AppendField(nil, "msgId", msgID)
-	f = remoting.AppendIntField(f, "queueId", int64(queueID))
-	f = remoting.AppendIntField(f, "queueOffset", offset)
-	f = remoting.AppendField(f, message.PropMsgRegion, b.cfg.RegionID)
-	f = remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
-	resp.RawExt = f
+	resp.RawExt = b.sendResponseFields(msgID, queueID, offset, "")
 	return resp, nil
 }
 

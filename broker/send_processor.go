@@ -552,18 +552,23 @@ func (b *Broker) putResultResponse(req *remoting.Command, h *sendHeader, res sto
 		return resp
 	}
 	b.stats.onPut(h.topic, res.MsgNum, res.WroteBytes)
-	// SendMessageResponseHeader, built without a map (remoting.RawExt).
-	f := make([]byte, 0, 160+len(res.MsgID)+len(uniqKey)+len(b.cfg.RegionID))
-	f = remoting.AppendField(f, "msgId", res.MsgID)
+	resp.RawExt = b.sendResponseFields(res.MsgID, queueID, res.QueueOffset, uniqKey)
+	return resp
+}
+
+// sendResponseFields is a SendMessageResponseHeader (a send's or a
+// reply's), built without a map (remoting.RawExt); transactionId only when
+// uniqKey is set.
+func (b *Broker) sendResponseFields(msgID string, queueID int32, queueOffset int64, uniqKey string) []byte {
+	f := make([]byte, 0, 160+len(msgID)+len(uniqKey)+len(b.cfg.RegionID))
+	f = remoting.AppendField(f, "msgId", msgID)
 	f = remoting.AppendIntField(f, "queueId", int64(queueID))
-	f = remoting.AppendIntField(f, "queueOffset", res.QueueOffset)
+	f = remoting.AppendIntField(f, "queueOffset", queueOffset)
 	if uniqKey != "" {
 		f = remoting.AppendField(f, "transactionId", uniqKey)
 	}
 	f = remoting.AppendField(f, message.PropMsgRegion, b.cfg.RegionID)
-	f = remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
-	resp.RawExt = f
-	return resp
+	return remoting.AppendField(f, message.PropTraceSwitch, strconv.FormatBool(b.cfg.TraceOn))
 }
 
 // sendQueue is the queue a send (or a reply) goes to: the one the header

@@ -365,9 +365,22 @@ func busyBackoff(n int) time.Duration {
 	return d
 }
 
-// send runs the attempts of one send: up to 1+retry, each with its own
-// timeout, a failed broker avoided on the next attempt.
+// send runs one send (SendSync, SendOneWay, Request, a transaction's half
+// message) and, with WithTrace, records it: every send that waits for an
+// answer is traced, as by the official clients' send hook.
 func (p *Producer) send(ctx context.Context, out *outgoing, oneway bool) (*SendResult, error) {
+	if p.tracer == nil || oneway {
+		return p.sendAttempts(ctx, out, oneway)
+	}
+	begin := time.Now()
+	res, err := p.sendAttempts(ctx, out, false)
+	p.tracePub(begin, out, res, err)
+	return res, err
+}
+
+// sendAttempts runs the attempts of one send: up to 1+retry, each with its
+// own timeout, a failed broker avoided on the next attempt.
+func (p *Producer) sendAttempts(ctx context.Context, out *outgoing, oneway bool) (*SendResult, error) {
 	if !p.c.running() {
 		return nil, ErrNotStarted
 	}
@@ -538,13 +551,7 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*Message) (*SendResult,
 	if err != nil {
 		return nil, err
 	}
-	if p.tracer == nil {
-		return p.send(ctx, out, false)
-	}
-	begin := time.Now()
-	res, err := p.send(ctx, out, false)
-	p.tracePub(begin, out, res, err)
-	return res, err
+	return p.send(ctx, out, false)
 }
 
 // CancelScheduled cancels a message sent with a delivery time
@@ -594,20 +601,21 @@ func (p *Producer) SendAsync(ctx context.Context, cb func(context.Context, *Send
 	if err != nil {
 		return err
 	}
+	return p.sendAsyncPrepared(ctx, out, cb)
+}
+
+// sendAsyncPrepared is SendAsync of a prepared send (SendAsync,
+// RequestAsync); with WithTrace it records the send before cb runs.
+func (p *Producer) sendAsyncPrepared(ctx context.Context, out *outgoing, cb func(context.Context, *SendResult, error)) error {
+	if !p.c.running() {
+		return ErrNotStarted
+	}
 	if p.tracer != nil {
 		begin, userCB := time.Now(), cb
 		cb = func(ctx context.Context, res *SendResult, err error) {
 			p.tracePub(begin, out, res, err)
 			userCB(ctx, res, err)
 		}
-	}
-	return p.sendAsyncPrepared(ctx, out, cb)
-}
-
-// sendAsyncPrepared is SendAsync of a prepared send.
-func (p *Producer) sendAsyncPrepared(ctx context.Context, out *outgoing, cb func(context.Context, *SendResult, error)) error {
-	if !p.c.running() {
-		return ErrNotStarted
 	}
 	select {
 	case p.asyncSem <- struct{}{}:

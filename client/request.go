@@ -125,8 +125,7 @@ func (p *Producer) RequestAsync(ctx context.Context, timeout time.Duration, cb R
 	w := &replyWaiter{cb: cb, ctx: ctx}
 	err = p.requests.add(corr, w, timeout, func() {
 		if p.requests.take(corr) != nil {
-			w.finish(nil, fmt.Errorf("%w: %s after %v (correlation id %s)", ErrRequestTimeout, msg.Topic, timeout, corr))
-			p.requests.wg.Done()
+			p.requests.complete(w, nil, fmt.Errorf("%w: %s after %v (correlation id %s)", ErrRequestTimeout, msg.Topic, timeout, corr))
 		}
 	})
 	if err != nil {
@@ -134,9 +133,7 @@ func (p *Producer) RequestAsync(ctx context.Context, timeout time.Duration, cb R
 	}
 	err = p.sendAsyncPrepared(ctx, out, func(_ context.Context, _ *SendResult, err error) {
 		if err != nil && p.requests.take(corr) != nil {
-			w.timer.Stop()
-			w.finish(nil, err)
-			p.requests.wg.Done()
+			p.requests.complete(w, nil, err)
 		}
 	})
 	if err != nil && p.requests.take(corr) != nil {
@@ -273,15 +270,11 @@ func (p *Producer) handleReply(addr string, req *remoting.Command) *remoting.Com
 		return remoting.NewResponse(req, remoting.Success, "")
 	}
 	if w.ch != nil {
-		w.ch <- replyOutcome{reply: m}
-		return remoting.NewResponse(req, remoting.Success, "")
+		p.requests.complete(w, m, nil)
+	} else {
+		// Not on this handler goroutine: the broker waits for this answer.
+		go p.requests.complete(w, m, nil)
 	}
-	w.timer.Stop()
-	// Not on this handler goroutine: the broker waits for this answer.
-	go func() {
-		defer p.requests.wg.Done()
-		w.finish(m, nil)
-	}()
 	return remoting.NewResponse(req, remoting.Success, "")
 }
 
@@ -364,13 +357,21 @@ func (t *replyTable) closeAll(err error) {
 	t.m = nil
 	t.mu.Unlock()
 	for _, w := range ws {
-		if w.timer != nil {
-			w.timer.Stop()
-		}
-		w.finish(nil, err)
-		if w.cb != nil {
-			t.wg.Done()
-		}
+		t.complete(w, nil, err)
 	}
 	t.wg.Wait()
+}
+
+// complete ends w, which its caller took out of the table, with the
+// outcome: it stops a callback waiter's timer, hands the outcome over, and
+// for a callback waiter releases its count in wg once the callback
+// returned.
+func (t *replyTable) complete(w *replyWaiter, reply *MessageExt, err error) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.finish(reply, err)
+	if w.cb != nil {
+		t.wg.Done()
+	}
 }

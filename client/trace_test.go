@@ -102,6 +102,46 @@ func TestE2ETrace(t *testing.T) {
 	assert.NotEmpty(t, views[0].ClientHost)
 }
 
+// TestE2ETraceTransactionAndRequest: a traced producer's sends that do not
+// go through SendSync or SendAsync are traced too: a transaction's half
+// message (a Pub record QueryTrace finds by its id) and a request (a Pub
+// record under the request's key; no replier, so the request times out
+// after its send).
+func TestE2ETraceTransactionAndRequest(t *testing.T) {
+	ns, _, a := e2eCluster(t, "TraceTx", "TraceReq")
+	tr := WithTrace(&TraceConfig{})
+	ctx := testCtx(t)
+	l := &txListener{exec: map[string]LocalTransactionState{"tx": CommitMessageState}}
+	tp, err := NewTransactionProducer(l, WithNameServer(ns), WithGroupName("trace-txg"), WithLogger(testLogger()), tr)
+	require.NoError(t, err)
+	require.NoError(t, tp.Start())
+	t.Cleanup(func() { require.NoError(t, tp.Shutdown()) })
+	res, err := tp.SendMessageInTransaction(ctx, NewMessage("TraceTx", []byte("tx")))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		vs, err := a.QueryTrace(ctx, "", res.MsgID)
+		return err == nil && len(vs) == 1 && vs[0].Type == TracePub && vs[0].Topic == "TraceTx" && vs[0].Group == "trace-txg"
+	}, 20*time.Second, 50*time.Millisecond, "Pub record of the half message %s", res.MsgID)
+
+	p := MustStartProducer(t, WithNameServer(ns), WithGroupName("trace-req"), tr)
+	_, err = p.Request(ctx, 300*time.Millisecond, NewMessage("TraceReq", []byte("ask")).WithKeys("req-key-1"))
+	require.ErrorIs(t, err, ErrRequestTimeout)
+	require.Eventually(t, func() bool {
+		msgs, err := a.QueryMessageByKey(ctx, DefaultTraceTopic, "req-key-1", 64, time.UnixMilli(0), time.Now().Add(time.Hour))
+		if err != nil {
+			return false
+		}
+		for _, m := range msgs {
+			for _, v := range DecodeTraceData(string(m.Body)) {
+				if v.Type == TracePub && v.Topic == "TraceReq" && v.Keys == "req-key-1" && v.Group == "trace-req" {
+					return true
+				}
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "Pub record of the request")
+}
+
 // TestE2ETraceCustomTopic: a broker's msgTraceTopicName is created at start
 // (traceTopicEnable) and a client naming it writes there; with
 // traceTopicEnable off, the default trace topic is auto-created by the

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -297,6 +298,9 @@ type replagRun struct {
 
 	mu  sync.Mutex
 	got [2]map[int32][]pulled // by side (0 master, 1 slave), then queue
+	// seen counts, by side, the measured messages the pullers received,
+	// including those still in a puller's buffer (not yet in got).
+	seen [2]atomic.Int64
 
 	samples []haSample // owned by sampleLoop until it returns
 }
@@ -493,15 +497,7 @@ func (r *replagRun) ackLags() (lags []float64, interval time.Duration) {
 
 // counts is how many measured messages each side received.
 func (r *replagRun) counts() (master, slave int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, l := range r.got[0] {
-		master += len(l)
-	}
-	for _, l := range r.got[1] {
-		slave += len(l)
-	}
-	return master, slave
+	return int(r.seen[0].Load()), int(r.seen[1].Load())
 }
 
 // pullLoop long-polls one queue at addr from offset from until ctx ends,
@@ -559,6 +555,7 @@ func (r *replagRun) pullLoop(ctx context.Context, side int, addr string, queue i
 				if len(m.Body) >= latencyHeader && binary.BigEndian.Uint64(m.Body[8:16]) == r.runID {
 					buf = append(buf, pulled{offset: m.QueueOffset, arrival: arrival, storeMs: m.StoreTimestamp,
 						end: m.CommitLogOffset + int64(m.StoreSize)})
+					r.seen[side].Add(1)
 				}
 			}
 			next = rh.NextBeginOffset

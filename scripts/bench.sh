@@ -331,7 +331,8 @@ want() { [[ " $CASES " == *" $1 "* ]]; }
 # replicated_case ROLE NAME TARGET ARGS...: run_case against a master of
 # ROLE (ASYNC_FLUSH) and its slave, both on fresh stores, once the slave
 # caught up; the slave stops after. Call it as a statement (in an if body,
-# not after &&), so that a slave that never catches up stops the script.
+# not after &&), so that a slave that never catches up stops the script;
+# replicated_start likewise.
 replicated_case() {
 	local role=$1
 	shift

@@ -469,7 +469,9 @@ func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 	before := bytes.Clone(mf.Buffer()[:20*32])
 	e, ok := cq.Entry(5)
 	require.True(t, ok)
-	require.NoError(t, cq.putUnit(5, e.CommitLogOffset, e.Size, make([]byte, 14)))
+	// Entry 5 (region us) has a unit without bits: a rewrite with every
+	// bit set, as a calculator that now matches it would write, would show.
+	require.NoError(t, cq.putUnit(5, e.CommitLogOffset, e.Size, bytes.Repeat([]byte{0xff}, 14)))
 	assert.Equal(t, before, mf.Buffer()[:20*32])
 	// The next entry's unit is written.
 	require.NoError(t, cq.putUnit(20, 12345, 99, make([]byte, 14)))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/filter"
 	"github.com/gorocketmq/gorocketmq/internal/testfs"
+	"github.com/gorocketmq/gorocketmq/message"
 )
 
 // bitmapFilter is the broker's registered SQL92 filter in small: its bits,
@@ -422,36 +423,23 @@ func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
 // with filter bitmaps on and two SQL92 filters registered for the topic:
 // what dispatch pays for each message's unit (evaluation and write).
 func BenchmarkStorePutAndDispatchFilterBitmap(b *testing.B) {
-	cfg := bitmapConfig(b.TempDir())
-	cfg.MappedFileSizeCommitLog = 64 << 20
-	cfg.MappedFileSizeConsumeQ = 300000 * CQStoreUnitSize
-	cfg.MaxHashSlotNum = 1 << 16
-	cfg.MaxIndexNum = 1 << 18
-	s := MustOpen(b, cfg)
-	calc := &benchCalcN{fs: []*bitmapFilter{newBitmapFilter("region = 'eu'", 3, 40, 101), newBitmapFilter("n > 100", 7, 50, 90)}}
-	s.SetFilterBitmapCalculator(calc)
-	m := newTestMessage("T", 0, body(0, 1024), "TagA", "k1")
-	m.SetProperty("region", "eu")
-	m.SetProperty("n", "7")
-	b.SetBytes(int64(len(m.Body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		m.QueueID = int32(i % 4)
-		if r := s.PutMessage(context.Background(), m); r.Status != PutOK {
-			b.Fatal(r.Err)
-		}
-	}
-	for s.DispatchBehindBytes() > 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	benchStorePutAndDispatch(b, bitmapConfig(b.TempDir()), func(s *Store, m *message.MessageExt) {
+		s.SetFilterBitmapCalculator(&benchCalcN{topic: "T", fs: []*bitmapFilter{
+			newBitmapFilter("region = 'eu'", 3, 40, 101), newBitmapFilter("n > 100", 7, 50, 90)}})
+		m.SetProperty("region", "eu")
+		m.SetProperty("n", "7")
+	})
 }
 
-// benchCalcN is testCalc without its lock, as the broker's (a snapshot).
-type benchCalcN struct{ fs []*bitmapFilter }
+// benchCalcN is testCalc without its lock, as the broker's (a snapshot),
+// for the filters fs of one topic.
+type benchCalcN struct {
+	topic string
+	fs    []*bitmapFilter
+}
 
 func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
-	if topic != "T" {
+	if topic != c.topic {
 		return false
 	}
 	return setMatchedBits(c.fs, props, bm)

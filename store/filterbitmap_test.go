@@ -130,6 +130,20 @@ func putRegions(t testing.TB, s *Store, first, n int) []int64 {
 	return eu
 }
 
+// mustStoreRegionsAndShutdown puts n messages (putRegions) into a store
+// at dir with filter bitmaps on and the registerEU filter, then shuts the
+// store down for the test to reopen; it returns the filter and the queue
+// offsets of the eu messages.
+func mustStoreRegionsAndShutdown(t *testing.T, dir string, n int) (*bitmapFilter, []int64) {
+	t.Helper()
+	s, err := Open(bitmapConfig(dir), nil)
+	require.NoError(t, err)
+	f := registerEU(s)
+	eu := putRegions(t, s, 0, n)
+	require.NoError(t, s.Shutdown(context.Background()))
+	return f, eu
+}
+
 func queueOffsets(t testing.TB, s *Store, f MessageFilter) []int64 {
 	t.Helper()
 	var out []int64
@@ -283,13 +297,9 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 // trust them.
 func TestFilterBitmapRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	f := registerEU(s)
-	eu := putRegions(t, s, 0, 1000)
-	require.NoError(t, s.Shutdown(context.Background()))
+	f, eu := mustStoreRegionsAndShutdown(t, dir, 1000)
 
-	s, err = Open(bitmapConfig(dir), nil)
+	s, err := Open(bitmapConfig(dir), nil)
 	require.NoError(t, err)
 	f.evals.Store(0)
 	assert.Equal(t, eu, queueOffsets(t, s, f))
@@ -384,15 +394,11 @@ func TestFilterBitmapNoFiltersNoSidecar(t *testing.T) {
 // deleted at open: the queue created again must not meet them.
 func TestFilterBitmapOrphanUnitsRemoved(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	registerEU(s)
-	putRegions(t, s, 0, 50)
-	require.NoError(t, s.Shutdown(context.Background()))
+	mustStoreRegionsAndShutdown(t, dir, 50)
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, consumeQueueDirName, "T")))
 
-	s = MustOpen(t, bitmapConfig(dir))
-	_, err = os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
+	MustOpen(t, bitmapConfig(dir))
+	_, err := os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
 	assert.True(t, os.IsNotExist(err), "orphan units are deleted")
 }
 
@@ -471,11 +477,7 @@ func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 // calculator back) have none, and their messages are evaluated.
 func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	f := registerEU(s)
-	eu := putRegions(t, s, 0, 300)
-	require.NoError(t, s.Shutdown(context.Background()))
+	f, eu := mustStoreRegionsAndShutdown(t, dir, 300)
 
 	// Entries 250-299 lost (the second consume-queue file holds 200-399).
 	cqFile := filepath.Join(dir, consumeQueueDirName, "T", "0", fileName(200*CQStoreUnitSize))
@@ -484,7 +486,7 @@ func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	clear(b[50*CQStoreUnitSize:])
 	require.NoError(t, os.WriteFile(cqFile, b, 0o644))
 
-	s = MustOpen(t, bitmapConfig(dir))
+	s := MustOpen(t, bitmapConfig(dir))
 	cq := s.consumeQueue("T", 0)
 	require.Equal(t, int64(300), cq.MaxOffsetInQueue(), "dispatch rebuilt the entries")
 	mf := cq.units.q.FindMappedFileByOffset(250*32, false)

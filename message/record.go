@@ -97,7 +97,7 @@ var (
 // clients set no bound). A producer compresses bodies over 4 KiB and keeps
 // the result within the limit: 64 MiB leaves room for any body that
 // compresses sixteen times.
-var MaxUncompressedBody = 64 << 20
+const MaxUncompressedBody = 64 << 20
 
 // magicV1 is MagicCodeV1 as the unsigned word written to disk.
 const magicV1 = 0xDAA320A7
@@ -614,6 +614,11 @@ func decodeRecords(b []byte, copyBodies bool) ([]*MessageExt, error) {
 // else body itself. Only zlib (type bits 0x000 or 0x300) is supported, which is
 // what the official Go client writes and reads.
 func UncompressBody(sysFlag int32, body []byte) ([]byte, error) {
+	return uncompressBody(sysFlag, body, MaxUncompressedBody)
+}
+
+// uncompressBody is UncompressBody inflating to at most limit bytes.
+func uncompressBody(sysFlag int32, body []byte, limit int) ([]byte, error) {
 	if sysFlag&FlagCompressed == 0 {
 		return body, nil
 	}
@@ -627,12 +632,12 @@ func UncompressBody(sysFlag int32, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("message: uncompress body: %w", err)
 	}
 	defer func() { _ = zr.Close() }()
-	out, err := io.ReadAll(io.LimitReader(zr, int64(MaxUncompressedBody)+1))
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
 	if err != nil {
 		return nil, fmt.Errorf("message: uncompress body: %w", err)
 	}
-	if len(out) > MaxUncompressedBody {
-		return nil, fmt.Errorf("%w: more than %d bytes from %d", ErrBodyTooLarge, MaxUncompressedBody, len(body))
+	if len(out) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes from %d", ErrBodyTooLarge, limit, len(body))
 	}
 	return out, nil
 }

@@ -355,12 +355,11 @@ func TestRecordProperties(t *testing.T) {
 	}
 }
 
-// A body that inflates past MaxUncompressedBody is refused after reading
-// at most one byte more than the bound, not inflated whole.
+// A body that inflates past the bound (MaxUncompressedBody; 1 MiB here) is
+// refused after reading at most one byte more than the bound, not inflated
+// whole.
 func TestUncompressBodyBounded(t *testing.T) {
-	old := MaxUncompressedBody
-	MaxUncompressedBody = 1 << 20
-	defer func() { MaxUncompressedBody = old }()
+	const limit = 1 << 20
 	deflate := func(n int) []byte {
 		var zb bytes.Buffer
 		zw := zlib.NewWriter(&zb)
@@ -370,14 +369,16 @@ func TestUncompressBodyBounded(t *testing.T) {
 		return zb.Bytes()
 	}
 	flag := FlagCompressed | CompressionZlib
-	got, err := UncompressBody(flag, deflate(1<<20))
+	got, err := uncompressBody(flag, deflate(limit), limit)
 	require.NoError(t, err, "exactly the bound")
-	assert.Len(t, got, 1<<20)
+	assert.Len(t, got, limit)
 
-	bomb := deflate(64 << 20)
+	bomb := deflate(MaxUncompressedBody + 1)
 	require.Less(t, len(bomb), 128<<10, "zlib inflates zeros about a thousand times")
-	_, err = UncompressBody(flag, bomb)
+	_, err = uncompressBody(flag, bomb, limit)
 	assert.ErrorIs(t, err, ErrBodyTooLarge)
-	_, err = UncompressBody(flag, deflate(1<<20+1))
+	_, err = UncompressBody(flag, bomb)
+	assert.ErrorIs(t, err, ErrBodyTooLarge, "UncompressBody's bound is MaxUncompressedBody")
+	_, err = uncompressBody(flag, deflate(limit+1), limit)
 	assert.ErrorIs(t, err, ErrBodyTooLarge)
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -337,37 +336,10 @@ func zeroData(mf *MappedFile, pos int) error {
 		if err != nil {
 			return zeroTail(mf, int(p), false)
 		}
-		if err := zeroRange(mf, int(max(d, p)), int(min(h, size))); err != nil {
+		if err := zeroRange(mf, int(max(d, p)), int(min(h, size)), false); err != nil {
 			return err
 		}
 		p = h
-	}
-	return nil
-}
-
-// zeroRange clears the non-zero pages of [from, to) of the mapping and
-// syncs what it cleared.
-func zeroRange(mf *MappedFile, from, to int) error {
-	b := mf.Buffer()
-	var zero [osPageSize]byte
-	dirtyFrom, dirtyTo := -1, -1
-	for p := from; p < to; {
-		end := min((p/osPageSize+1)*osPageSize, to)
-		if !bytes.Equal(b[p:end], zero[:end-p]) {
-			clear(b[p:end])
-			if dirtyFrom < 0 {
-				dirtyFrom = p
-			}
-			dirtyTo = end
-		}
-		p = end
-	}
-	if dirtyFrom < 0 {
-		return nil
-	}
-	start := dirtyFrom &^ (osPageSize - 1)
-	if err := unix.Msync(b[start:dirtyTo], unix.MS_SYNC); err != nil {
-		return fmt.Errorf("store: sync zeroed filter units of %s [%d,%d): %w", mf.Path(), dirtyFrom, dirtyTo, err)
 	}
 	return nil
 }

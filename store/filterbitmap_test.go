@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorocketmq/gorocketmq/filter"
 	"github.com/gorocketmq/gorocketmq/internal/testfs"
+	"github.com/gorocketmq/gorocketmq/message"
 )
 
 // bitmapFilter is the broker's registered SQL92 filter in small: its bits,
@@ -127,6 +128,20 @@ func putRegions(t testing.TB, s *Store, first, n int) []int64 {
 	}
 	waitDispatched(t, s)
 	return eu
+}
+
+// mustStoreRegionsAndShutdown puts n messages (putRegions) into a store
+// at dir with filter bitmaps on and the registerEU filter, then shuts the
+// store down for the test to reopen; it returns the filter and the queue
+// offsets of the eu messages.
+func mustStoreRegionsAndShutdown(t *testing.T, dir string, n int) (*bitmapFilter, []int64) {
+	t.Helper()
+	s, err := Open(bitmapConfig(dir), nil)
+	require.NoError(t, err)
+	f := registerEU(s)
+	eu := putRegions(t, s, 0, n)
+	require.NoError(t, s.Shutdown(context.Background()))
+	return f, eu
 }
 
 func queueOffsets(t testing.TB, s *Store, f MessageFilter) []int64 {
@@ -282,13 +297,9 @@ func TestFilterBitmapDamagedUnitsNeverLoseMatches(t *testing.T) {
 // trust them.
 func TestFilterBitmapRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	f := registerEU(s)
-	eu := putRegions(t, s, 0, 1000)
-	require.NoError(t, s.Shutdown(context.Background()))
+	f, eu := mustStoreRegionsAndShutdown(t, dir, 1000)
 
-	s, err = Open(bitmapConfig(dir), nil)
+	s, err := Open(bitmapConfig(dir), nil)
 	require.NoError(t, err)
 	f.evals.Store(0)
 	assert.Equal(t, eu, queueOffsets(t, s, f))
@@ -383,15 +394,11 @@ func TestFilterBitmapNoFiltersNoSidecar(t *testing.T) {
 // deleted at open: the queue created again must not meet them.
 func TestFilterBitmapOrphanUnitsRemoved(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	registerEU(s)
-	putRegions(t, s, 0, 50)
-	require.NoError(t, s.Shutdown(context.Background()))
+	mustStoreRegionsAndShutdown(t, dir, 50)
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, consumeQueueDirName, "T")))
 
-	s = MustOpen(t, bitmapConfig(dir))
-	_, err = os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
+	MustOpen(t, bitmapConfig(dir))
+	_, err := os.Stat(filepath.Join(dir, filterUnitDirName, "T"))
 	assert.True(t, os.IsNotExist(err), "orphan units are deleted")
 }
 
@@ -422,36 +429,23 @@ func TestFilterBitmapDiskFullLeavesUnitsOut(t *testing.T) {
 // with filter bitmaps on and two SQL92 filters registered for the topic:
 // what dispatch pays for each message's unit (evaluation and write).
 func BenchmarkStorePutAndDispatchFilterBitmap(b *testing.B) {
-	cfg := bitmapConfig(b.TempDir())
-	cfg.MappedFileSizeCommitLog = 64 << 20
-	cfg.MappedFileSizeConsumeQ = 300000 * CQStoreUnitSize
-	cfg.MaxHashSlotNum = 1 << 16
-	cfg.MaxIndexNum = 1 << 18
-	s := MustOpen(b, cfg)
-	calc := &benchCalcN{fs: []*bitmapFilter{newBitmapFilter("region = 'eu'", 3, 40, 101), newBitmapFilter("n > 100", 7, 50, 90)}}
-	s.SetFilterBitmapCalculator(calc)
-	m := newTestMessage("T", 0, body(0, 1024), "TagA", "k1")
-	m.SetProperty("region", "eu")
-	m.SetProperty("n", "7")
-	b.SetBytes(int64(len(m.Body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		m.QueueID = int32(i % 4)
-		if r := s.PutMessage(context.Background(), m); r.Status != PutOK {
-			b.Fatal(r.Err)
-		}
-	}
-	for s.DispatchBehindBytes() > 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
+	benchStorePutAndDispatch(b, bitmapConfig(b.TempDir()), func(s *Store, m *message.MessageExt) {
+		s.SetFilterBitmapCalculator(&benchCalcN{topic: "T", fs: []*bitmapFilter{
+			newBitmapFilter("region = 'eu'", 3, 40, 101), newBitmapFilter("n > 100", 7, 50, 90)}})
+		m.SetProperty("region", "eu")
+		m.SetProperty("n", "7")
+	})
 }
 
-// benchCalcN is testCalc without its lock, as the broker's (a snapshot).
-type benchCalcN struct{ fs []*bitmapFilter }
+// benchCalcN is testCalc without its lock, as the broker's (a snapshot),
+// for the filters fs of one topic.
+type benchCalcN struct {
+	topic string
+	fs    []*bitmapFilter
+}
 
 func (c *benchCalcN) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
-	if topic != "T" {
+	if topic != c.topic {
 		return false
 	}
 	return setMatchedBits(c.fs, props, bm)
@@ -469,7 +463,9 @@ func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 	before := bytes.Clone(mf.Buffer()[:20*32])
 	e, ok := cq.Entry(5)
 	require.True(t, ok)
-	require.NoError(t, cq.putUnit(5, e.CommitLogOffset, e.Size, make([]byte, 14)))
+	// Entry 5 (region us) has a unit without bits: a rewrite with every
+	// bit set, as a calculator that now matches it would write, would show.
+	require.NoError(t, cq.putUnit(5, e.CommitLogOffset, e.Size, bytes.Repeat([]byte{0xff}, 14)))
 	assert.Equal(t, before, mf.Buffer()[:20*32])
 	// The next entry's unit is written.
 	require.NoError(t, cq.putUnit(20, 12345, 99, make([]byte, 14)))
@@ -481,11 +477,7 @@ func TestFilterBitmapPublishedUnitNotRewritten(t *testing.T) {
 // calculator back) have none, and their messages are evaluated.
 func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(bitmapConfig(dir), nil)
-	require.NoError(t, err)
-	f := registerEU(s)
-	eu := putRegions(t, s, 0, 300)
-	require.NoError(t, s.Shutdown(context.Background()))
+	f, eu := mustStoreRegionsAndShutdown(t, dir, 300)
 
 	// Entries 250-299 lost (the second consume-queue file holds 200-399).
 	cqFile := filepath.Join(dir, consumeQueueDirName, "T", "0", fileName(200*CQStoreUnitSize))
@@ -494,7 +486,7 @@ func TestFilterBitmapRecoveryCutsUnits(t *testing.T) {
 	clear(b[50*CQStoreUnitSize:])
 	require.NoError(t, os.WriteFile(cqFile, b, 0o644))
 
-	s = MustOpen(t, bitmapConfig(dir))
+	s := MustOpen(t, bitmapConfig(dir))
 	cq := s.consumeQueue("T", 0)
 	require.Equal(t, int64(300), cq.MaxOffsetInQueue(), "dispatch rebuilt the entries")
 	mf := cq.units.q.FindMappedFileByOffset(250*32, false)

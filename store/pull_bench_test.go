@@ -4,7 +4,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/gorocketmq/gorocketmq/filter"
 	"github.com/gorocketmq/gorocketmq/message"
 )
 
@@ -22,7 +21,7 @@ func mustBacklog(b *testing.B) *Store { return mustBacklogWith(b, nil) }
 
 // mustBacklogWith is mustBacklog; a non-nil f is registered as a filter of
 // topic "B" before the backlog is stored, with filter bitmaps on.
-func mustBacklogWith(b *testing.B, f *benchBitmapFilter) *Store {
+func mustBacklogWith(b *testing.B, f *bitmapFilter) *Store {
 	b.Helper()
 	cfg := testConfig(b.TempDir(), AsyncFlush)
 	cfg.MappedFileSizeCommitLog = 64 << 20
@@ -32,8 +31,8 @@ func mustBacklogWith(b *testing.B, f *benchBitmapFilter) *Store {
 	}
 	s := MustOpen(b, cfg)
 	if f != nil {
-		s.SetFilterBitmapCalculator(benchCalc{f})
-		f.from = s.CommitLogMaxOffset()
+		s.SetFilterBitmapCalculator(&benchCalcN{topic: "B", fs: []*bitmapFilter{f}})
+		f.from.Store(s.CommitLogMaxOffset())
 	}
 	for i := range backlogSize {
 		tag, region := "TagB", "us"
@@ -93,35 +92,11 @@ func BenchmarkPullBacklog(b *testing.B) {
 	}
 }
 
-// benchBitmapFilter is a registered SQL92 filter for the benchmarks.
-type benchBitmapFilter struct {
-	sqlFilter
-	bits []uint32
-	from int64
-}
-
-func (f *benchBitmapFilter) FilterBitmap() ([]uint32, int64, bool) { return f.bits, f.from, true }
-
-// benchCalc computes the bitmap of one filter.
-type benchCalc struct{ f *benchBitmapFilter }
-
-func (c benchCalc) CalcFilterBitmap(topic string, props []byte, bm []byte) bool {
-	if topic != "B" {
-		return false
-	}
-	if c.f.x.Match(props) {
-		for _, b := range c.f.bits {
-			bm[b>>3] |= 1 << (b & 7)
-		}
-	}
-	return true
-}
-
 // BenchmarkPullBacklogSQL92Bitmap drains the backlog of BenchmarkPullBacklog
 // with the SQL92 filter registered before it was stored (filter bitmaps
 // on): only the matches are read from the commitlog.
 func BenchmarkPullBacklogSQL92Bitmap(b *testing.B) {
-	f := &benchBitmapFilter{sqlFilter: sqlFilter{filter.MustCompile("region = 'eu'")}, bits: []uint32{3, 40, 101}}
+	f := newBitmapFilter("region = 'eu'", 3, 40, 101)
 	s := mustBacklogWith(b, f)
 	b.ReportAllocs()
 	for b.Loop() {

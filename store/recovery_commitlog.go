@@ -443,11 +443,16 @@ func firstRecordStoredBefore(mf *MappedFile, ts int64) bool {
 // units (consume queues), nothing old lies beyond one, and a queue's
 // recovery then reads a page or two rather than the rest of the file.
 func zeroTail(mf *MappedFile, pos int, untilCleanPage bool) error {
+	return zeroRange(mf, pos, len(mf.Buffer()), untilCleanPage)
+}
+
+// zeroRange is zeroTail for bytes [from, to) of mf.
+func zeroRange(mf *MappedFile, from, to int, untilCleanPage bool) error {
 	b := mf.Buffer()
 	var zero [osPageSize]byte
 	dirtyFrom, dirtyTo := -1, -1
-	for p := pos; p < len(b); {
-		end := min((p/osPageSize+1)*osPageSize, len(b))
+	for p := from; p < to; {
+		end := min((p/osPageSize+1)*osPageSize, to)
 		if !bytes.Equal(b[p:end], zero[:end-p]) {
 			clear(b[p:end])
 			if dirtyFrom < 0 {
@@ -462,9 +467,9 @@ func zeroTail(mf *MappedFile, pos int, untilCleanPage bool) error {
 	if dirtyFrom < 0 {
 		return nil
 	}
-	from := dirtyFrom &^ (osPageSize - 1)
-	if err := unix.Msync(b[from:dirtyTo], unix.MS_SYNC); err != nil {
-		return fmt.Errorf("store: sync zeroed tail of %s [%d,%d): %w", mf.Path(), dirtyFrom, dirtyTo, err)
+	start := dirtyFrom &^ (osPageSize - 1)
+	if err := unix.Msync(b[start:dirtyTo], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("store: sync zeroed bytes of %s [%d,%d): %w", mf.Path(), dirtyFrom, dirtyTo, err)
 	}
 	return nil
 }

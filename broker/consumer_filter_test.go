@@ -24,13 +24,13 @@ import (
 // countingBitmapFilter counts the records the store evaluates for a
 // registered filter.
 type countingBitmapFilter struct {
-	*bitmapSQLFilter
+	*filterData
 	evals atomic.Int64
 }
 
 func (f *countingBitmapFilter) MatchProperties(p []byte) bool {
 	f.evals.Add(1)
-	return f.bitmapSQLFilter.MatchProperties(p)
+	return f.filterData.MatchProperties(p)
 }
 
 func bitmapBrokerConfig(t *testing.T) *conf.BrokerConfig {
@@ -107,7 +107,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	assert.Nil(t, b.consume.bitmaps.pullFilter("h", "F", "region = 'eu'"))
 	after := fbSend(t, b, 50, 150)
 
-	cf := &countingBitmapFilter{bitmapSQLFilter: pf}
+	cf := &countingBitmapFilter{filterData: pf}
 	assert.Equal(t, slices.Repeat([]string{"eu"}, before+after), fbPull(t, b, cf))
 	assert.EqualValues(t, 50+after, cf.evals.Load(), "the messages before registration and the matches after it")
 
@@ -137,7 +137,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	_, from2, ok := pf.FilterBitmap()
 	assert.True(t, ok)
 	assert.Equal(t, from, from2)
-	cf = &countingBitmapFilter{bitmapSQLFilter: pf}
+	cf = &countingBitmapFilter{filterData: pf}
 	assert.Equal(t, slices.Repeat([]string{"eu"}, before+after), fbPull(t, b, cf))
 	assert.EqualValues(t, 50+after, cf.evals.Load(), "the bitmaps survive a restart")
 
@@ -152,7 +152,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, b.store.CommitLogMaxOffset(), fromUS)
 	fbSend(t, b, 200, 100)
-	cf = &countingBitmapFilter{bitmapSQLFilter: us}
+	cf = &countingBitmapFilter{filterData: us}
 	assert.Len(t, fbPull(t, b, cf), 270)
 	assert.EqualValues(t, 200+90, cf.evals.Load())
 	assert.Len(t, fbPull(t, b, pf), 30, "the old version still filters right, by evaluation")

@@ -127,16 +127,13 @@ type consumerFilterManager struct {
 	snap atomic.Pointer[filterSnapshot]
 }
 
-func newConsumerFilterManager(path string, bloom filter.Bloom, keepDead time.Duration, log logrus.FieldLogger) *consumerFilterManager {
+func newConsumerFilterManager(path string, bloom filter.Bloom, maxPerTopic int, keepDead time.Duration, log logrus.FieldLogger) *consumerFilterManager {
 	return &consumerFilterManager{
 		path: path, log: log.WithField("component", "filter-bitmap"), bloom: bloom, keepDead: keepDead,
 		now: time.Now, filters: make(map[filterRegKey]*filterData),
-		maxPerTopic: defaultMaxFiltersPerTopic, fullWarned: make(map[string]bool),
+		maxPerTopic: maxPerTopic, fullWarned: make(map[string]bool),
 	}
 }
-
-// defaultMaxFiltersPerTopic is expectConsumerNumUseFilter's default.
-const defaultMaxFiltersPerTopic = 32
 
 // topicFull reports whether topic has maxPerTopic filters, counting those
 // about to be added; it logs the first refusal for a topic. Caller holds mu.

@@ -180,14 +180,15 @@ func (s *fakeFilterStore) SetFilterBitmapCalculator(c store.FilterBitmapCalculat
 	s.calc.Store(&c)
 }
 
-// newTestFilterManager is a registry saved at path, with RocketMQ's default
-// bloom filter, that drops a group gone for an hour; its clock stands at
-// 1,000,000 ms until the test moves now.
+// newTestFilterManager is a registry saved at path, with the default bloom
+// filter and cap (RocketMQ's), that drops a group gone for an hour; its
+// clock stands at 1,000,000 ms until the test moves now.
 func newTestFilterManager(t *testing.T, path string) (m *consumerFilterManager, now *atomic.Int64) {
 	t.Helper()
-	bloom, err := filter.NewBloom(20, 32)
+	cfg := conf.DefaultBrokerConfig()
+	bloom, err := cfg.FilterBloom()
 	require.NoError(t, err)
-	m = newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m = newConsumerFilterManager(path, bloom, cfg.ExpectConsumerNumUseFilter, time.Hour, baLogger())
 	now = new(atomic.Int64)
 	now.Store(1_000_000)
 	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
@@ -279,7 +280,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	// Another bloom filter: the saved filters are dropped.
 	other, err := filter.NewBloom(10, 32)
 	require.NoError(t, err)
-	m3 := newConsumerFilterManager(path, other, time.Hour, baLogger())
+	m3 := newConsumerFilterManager(path, other, m.maxPerTopic, time.Hour, baLogger())
 	m3.start(st)
 	assert.Nil(t, m3.pullFilter("g2", "T", "a = 2"))
 }
@@ -407,8 +408,7 @@ func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
 func TestConsumerFilterManagerCapsFiltersPerTopic(t *testing.T) {
 	bloom, err := filter.NewBloom(20, 4)
 	require.NoError(t, err)
-	m := newConsumerFilterManager(filepath.Join(t.TempDir(), consumerFilterFileName), bloom, time.Hour, baLogger())
-	m.maxPerTopic = 4
+	m := newConsumerFilterManager(filepath.Join(t.TempDir(), consumerFilterFileName), bloom, 4, time.Hour, baLogger())
 	st := &fakeFilterStore{}
 	m.start(st)
 	defer m.stop()

@@ -136,8 +136,7 @@ func newConsumeState(b *Broker) *consumeState {
 	if b.cfg.EnableCalcFilterBitMap && b.cfg.EnablePropertyFilter {
 		if bloom, err := b.cfg.FilterBloom(); err == nil { // Validate reports an error
 			cs.bitmaps = newConsumerFilterManager(filepath.Join(cfgDir, consumerFilterFileName), bloom,
-				time.Duration(b.cfg.FilterDataCleanTimeSpan)*time.Millisecond, b.log)
-			cs.bitmaps.maxPerTopic = b.cfg.ExpectConsumerNumUseFilter
+				b.cfg.ExpectConsumerNumUseFilter, time.Duration(b.cfg.FilterDataCleanTimeSpan)*time.Millisecond, b.log)
 		}
 	}
 	return cs

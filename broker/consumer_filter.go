@@ -68,30 +68,24 @@ type filterRecord struct {
 }
 
 // filterData is one registered filter (one group's SQL92 subscription to
-// one topic). Everything but from, known and deadTime is immutable.
+// one topic), and the store filter of its pulls: the expression plus its
+// bitmap (store.BitmapFilter). Everything but from, known and deadTime is
+// immutable.
 type filterData struct {
+	sqlFilter                 // the compiled expression
 	topic, group, expr string // the expression is SQL92
 	subVersion         int64
 	bornTime           int64
 	deadTime           int64 // ms, 0 while its group subscribes; guarded by the manager's mu
 	bits               []uint32
-	x                  *filter.Expression
 	from               atomic.Int64 // math.MaxInt64 until known
 	known              atomic.Bool  // pulls may trust units (see above)
-	pull               *bitmapSQLFilter
-}
-
-// bitmapSQLFilter is a registered SQL92 filter as a store filter: the
-// expression plus its bitmap (store.BitmapFilter).
-type bitmapSQLFilter struct {
-	sqlFilter
-	d *filterData
 }
 
 // FilterBitmap returns the filter's bits and from offset while it is known.
-func (f *bitmapSQLFilter) FilterBitmap() ([]uint32, int64, bool) {
-	from := f.d.from.Load()
-	return f.d.bits, from, f.d.known.Load() && from != math.MaxInt64
+func (d *filterData) FilterBitmap() ([]uint32, int64, bool) {
+	from := d.from.Load()
+	return d.bits, from, d.known.Load() && from != math.MaxInt64
 }
 
 // filterSnapshot is what dispatch reads: the filters of each topic.
@@ -133,16 +127,13 @@ type consumerFilterManager struct {
 	snap atomic.Pointer[filterSnapshot]
 }
 
-func newConsumerFilterManager(path string, bloom filter.Bloom, keepDead time.Duration, log logrus.FieldLogger) *consumerFilterManager {
+func newConsumerFilterManager(path string, bloom filter.Bloom, maxPerTopic int, keepDead time.Duration, log logrus.FieldLogger) *consumerFilterManager {
 	return &consumerFilterManager{
 		path: path, log: log.WithField("component", "filter-bitmap"), bloom: bloom, keepDead: keepDead,
 		now: time.Now, filters: make(map[filterRegKey]*filterData),
-		maxPerTopic: defaultMaxFiltersPerTopic, fullWarned: make(map[string]bool),
+		maxPerTopic: maxPerTopic, fullWarned: make(map[string]bool),
 	}
 }
-
-// defaultMaxFiltersPerTopic is expectConsumerNumUseFilter's default.
-const defaultMaxFiltersPerTopic = 32
 
 // topicFull reports whether topic has maxPerTopic filters, counting those
 // about to be added; it logs the first refusal for a topic. Caller holds mu.
@@ -192,14 +183,14 @@ func (m *consumerFilterManager) CalcFilterBitmap(topic string, props []byte, bm 
 
 // pullFilter returns the registered filter of group's subscription to topic
 // when it is the SQL92 expression the pull filters by, else nil. Lock-free.
-func (m *consumerFilterManager) pullFilter(group, topic, expr string) *bitmapSQLFilter {
+func (m *consumerFilterManager) pullFilter(group, topic, expr string) *filterData {
 	snap := m.snap.Load()
 	if snap == nil {
 		return nil
 	}
 	for _, d := range snap.byTopic[topic] {
 		if d.group == group && d.expr == expr {
-			return d.pull
+			return d
 		}
 	}
 	return nil
@@ -210,10 +201,9 @@ func (m *consumerFilterManager) newData(topic, group, expr string, subVersion, b
 	if err != nil {
 		return nil, err
 	}
-	d := &filterData{topic: topic, group: group, expr: expr, subVersion: subVersion, bornTime: bornTime, x: x,
-		bits: m.bloom.BitPositions(group + "#" + topic)}
+	d := &filterData{sqlFilter: sqlFilter{x: x}, topic: topic, group: group, expr: expr, subVersion: subVersion,
+		bornTime: bornTime, bits: m.bloom.BitPositions(group + "#" + topic)}
 	d.from.Store(math.MaxInt64)
-	d.pull = &bitmapSQLFilter{sqlFilter: sqlFilter{x: x}, d: d}
 	return d, nil
 }
 

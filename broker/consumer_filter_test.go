@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -23,13 +24,13 @@ import (
 // countingBitmapFilter counts the records the store evaluates for a
 // registered filter.
 type countingBitmapFilter struct {
-	*bitmapSQLFilter
+	*filterData
 	evals atomic.Int64
 }
 
 func (f *countingBitmapFilter) MatchProperties(p []byte) bool {
 	f.evals.Add(1)
-	return f.bitmapSQLFilter.MatchProperties(p)
+	return f.filterData.MatchProperties(p)
 }
 
 func bitmapBrokerConfig(t *testing.T) *conf.BrokerConfig {
@@ -83,14 +84,6 @@ func fbPull(t *testing.T, b *Broker, f store.MessageFilter) []string {
 	return nil
 }
 
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
-}
-
 // A group's SQL92 heartbeat registers its filter: messages stored after it
 // are decided by their bitmaps, those before are evaluated, and a restart
 // keeps the registration (from consumerFilter.json) and the bitmaps.
@@ -114,8 +107,8 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	assert.Nil(t, b.consume.bitmaps.pullFilter("h", "F", "region = 'eu'"))
 	after := fbSend(t, b, 50, 150)
 
-	cf := &countingBitmapFilter{bitmapSQLFilter: pf}
-	assert.Equal(t, repeat("eu", before+after), fbPull(t, b, cf))
+	cf := &countingBitmapFilter{filterData: pf}
+	assert.Equal(t, slices.Repeat([]string{"eu"}, before+after), fbPull(t, b, cf))
 	assert.EqualValues(t, 50+after, cf.evals.Load(), "the messages before registration and the matches after it")
 
 	// The pull processor hands the store the registered filter.
@@ -144,8 +137,8 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	_, from2, ok := pf.FilterBitmap()
 	assert.True(t, ok)
 	assert.Equal(t, from, from2)
-	cf = &countingBitmapFilter{bitmapSQLFilter: pf}
-	assert.Equal(t, repeat("eu", before+after), fbPull(t, b, cf))
+	cf = &countingBitmapFilter{filterData: pf}
+	assert.Equal(t, slices.Repeat([]string{"eu"}, before+after), fbPull(t, b, cf))
 	assert.EqualValues(t, 50+after, cf.evals.Load(), "the bitmaps survive a restart")
 
 	// An expression change: the old version is withdrawn, the new one
@@ -159,7 +152,7 @@ func TestFilterBitmapBrokerRegisterPullRestart(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, b.store.CommitLogMaxOffset(), fromUS)
 	fbSend(t, b, 200, 100)
-	cf = &countingBitmapFilter{bitmapSQLFilter: us}
+	cf = &countingBitmapFilter{filterData: us}
 	assert.Len(t, fbPull(t, b, cf), 270)
 	assert.EqualValues(t, 200+90, cf.evals.Load())
 	assert.Len(t, fbPull(t, b, pf), 30, "the old version still filters right, by evaluation")
@@ -171,6 +164,13 @@ type fakeFilterStore struct {
 	calc atomic.Pointer[store.FilterBitmapCalculator]
 }
 
+// newFakeFilterStore is a fakeFilterStore whose commitlog ends at end.
+func newFakeFilterStore(end int64) *fakeFilterStore {
+	st := &fakeFilterStore{}
+	st.end.Store(end)
+	return st
+}
+
 func (s *fakeFilterStore) CommitLogMaxOffset() int64 { return s.end.Load() }
 func (s *fakeFilterStore) SetFilterBitmapCalculator(c store.FilterBitmapCalculator) {
 	if c == nil {
@@ -180,19 +180,29 @@ func (s *fakeFilterStore) SetFilterBitmapCalculator(c store.FilterBitmapCalculat
 	s.calc.Store(&c)
 }
 
+// newTestFilterManager is a registry saved at path, with the default bloom
+// filter and cap (RocketMQ's), that drops a group gone for an hour; its
+// clock stands at 1,000,000 ms until the test moves now.
+func newTestFilterManager(t *testing.T, path string) (m *consumerFilterManager, now *atomic.Int64) {
+	t.Helper()
+	cfg := conf.DefaultBrokerConfig()
+	bloom, err := cfg.FilterBloom()
+	require.NoError(t, err)
+	m = newConsumerFilterManager(path, bloom, cfg.ExpectConsumerNumUseFilter, time.Hour, baLogger())
+	now = new(atomic.Int64)
+	now.Store(1_000_000)
+	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
+	return m, now
+}
+
 // Dispatch's view: bits of the matching filters, false for a topic
 // without filters; groups that stop subscribing are marked gone, and
 // dropped (withdrawn first) once gone for filterDataCleanTimeSpan.
 func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
-	bloom, err := filter.NewBloom(20, 32)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), consumerFilterFileName)
-	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
-	var now atomic.Int64
-	now.Store(1_000_000)
-	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
-	st := &fakeFilterStore{}
-	st.end.Store(4096)
+	m, now := newTestFilterManager(t, path)
+	bloom := m.bloom
+	st := newFakeFilterStore(4096)
 	m.start(st)
 	require.NotNil(t, st.calc.Load())
 
@@ -251,7 +261,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	// heartbeat, with its start kept.
 	m.stop()
 	assert.Nil(t, st.calc.Load())
-	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2, _ := newTestFilterManager(t, path)
 	st.end.Store(1 << 20)
 	m2.start(st)
 	f2 := m2.pullFilter("g2", "T", "a = 2")
@@ -270,7 +280,7 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 	// Another bloom filter: the saved filters are dropped.
 	other, err := filter.NewBloom(10, 32)
 	require.NoError(t, err)
-	m3 := newConsumerFilterManager(path, other, time.Hour, baLogger())
+	m3 := newConsumerFilterManager(path, other, m.maxPerTopic, time.Hour, baLogger())
 	m3.start(st)
 	assert.Nil(t, m3.pullFilter("g2", "T", "a = 2"))
 }
@@ -278,20 +288,16 @@ func TestConsumerFilterManagerCalcAndClean(t *testing.T) {
 // A filter saved before its start was known (a crash between the two
 // saves) gets its start at load, after dispatch has it.
 func TestConsumerFilterManagerUnknownStartAtLoad(t *testing.T) {
-	bloom, err := filter.NewBloom(20, 32)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), consumerFilterFileName)
-	raw, err := json.Marshal(consumerFilterFile{BloomK: bloom.K, BloomM: bloom.M, Filters: []filterRecord{{
+	m, _ := newTestFilterManager(t, path)
+	raw, err := json.Marshal(consumerFilterFile{BloomK: m.bloom.K, BloomM: m.bloom.M, Filters: []filterRecord{{
 		Topic: "T", ConsumerGroup: "g", ExpressionType: protocol.ExpressionSQL92, Expression: "a = 1", BitmapFrom: -1,
 	}, {
 		Topic: "T", ConsumerGroup: "bad", ExpressionType: protocol.ExpressionSQL92, Expression: "a = = 1", BitmapFrom: 0,
 	}}})
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(path, raw, 0o644))
-	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
-	st := &fakeFilterStore{}
-	st.end.Store(777)
-	m.start(st)
+	m.start(newFakeFilterStore(777))
 	f := m.pullFilter("g", "T", "a = 1")
 	require.NotNil(t, f)
 	_, from, ok := f.FilterBitmap()
@@ -303,11 +309,9 @@ func TestConsumerFilterManagerUnknownStartAtLoad(t *testing.T) {
 // A consumerFilter.json that does not load (nor its .bak) costs the
 // registrations, not the broker's start.
 func TestConsumerFilterManagerDamagedFile(t *testing.T) {
-	bloom, err := filter.NewBloom(20, 32)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), consumerFilterFileName)
 	require.NoError(t, os.WriteFile(path, []byte("{not json"), 0o644))
-	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m, _ := newTestFilterManager(t, path)
 	st := &fakeFilterStore{}
 	m.start(st)
 	assert.NotNil(t, st.calc.Load())
@@ -325,15 +329,9 @@ func TestConsumerFilterManagerDamagedFile(t *testing.T) {
 // not trust the units written meanwhile: the filter's start is decided
 // again at load.
 func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
-	bloom, err := filter.NewBloom(20, 32)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), consumerFilterFileName)
-	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
-	var now atomic.Int64
-	now.Store(1_000_000)
-	m.now = func() time.Time { return time.UnixMilli(now.Load()) }
-	st := &fakeFilterStore{}
-	st.end.Store(4096)
+	m, now := newTestFilterManager(t, path)
+	st := newFakeFilterStore(4096)
 	m.start(st)
 	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
 	gone := func(string, string, string) bool { return false }
@@ -350,7 +348,7 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 	// is lost; the backup loads.
 	st.end.Store(8192)
 	require.NoError(t, os.Remove(path))
-	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2, _ := newTestFilterManager(t, path)
 	m2.start(st)
 	f := m2.pullFilter("g", "T", "a = 1")
 	if f != nil {
@@ -361,7 +359,7 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 	// The same with a damaged main file.
 	require.NoError(t, os.WriteFile(path, []byte("{damaged"), 0o644))
 	require.NoError(t, os.WriteFile(path+".bak", raw, 0o644))
-	m3 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m3, _ := newTestFilterManager(t, path)
 	m3.start(st)
 	if f := m3.pullFilter("g", "T", "a = 1"); f != nil {
 		_, from, ok := f.FilterBitmap()
@@ -375,12 +373,9 @@ func TestConsumerFilterManagerBackupStartNotTrusted(t *testing.T) {
 // end reading 0. A start saved then would have a restart trust every unit
 // written before the filter existed.
 func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
-	bloom, err := filter.NewBloom(20, 32)
-	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), consumerFilterFileName)
-	m := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
-	st := &fakeFilterStore{}
-	st.end.Store(4096)
+	m, _ := newTestFilterManager(t, path)
+	st := newFakeFilterStore(4096)
 	m.start(st)
 	m.register("g", []protocol.SubscriptionData{sqlSub("T", "a = 1")})
 	m.stop()
@@ -391,7 +386,7 @@ func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
 	m.clean(func(string, string, string) bool { return false })
 
 	st.end.Store(8192) // the next run
-	m2 := newConsumerFilterManager(path, bloom, time.Hour, baLogger())
+	m2, _ := newTestFilterManager(t, path)
 	m2.start(st)
 	for _, c := range []struct{ group, expr string }{{"h", "b = 1"}, {"g", "a = 2"}} {
 		if f := m2.pullFilter(c.group, "T", c.expr); f != nil {
@@ -413,8 +408,7 @@ func TestConsumerFilterManagerRegisterAfterStop(t *testing.T) {
 func TestConsumerFilterManagerCapsFiltersPerTopic(t *testing.T) {
 	bloom, err := filter.NewBloom(20, 4)
 	require.NoError(t, err)
-	m := newConsumerFilterManager(filepath.Join(t.TempDir(), consumerFilterFileName), bloom, time.Hour, baLogger())
-	m.maxPerTopic = 4
+	m := newConsumerFilterManager(filepath.Join(t.TempDir(), consumerFilterFileName), bloom, 4, time.Hour, baLogger())
 	st := &fakeFilterStore{}
 	m.start(st)
 	defer m.stop()

@@ -327,6 +327,10 @@ func (c *core) route(ctx context.Context, topic string) (*topicRoute, error) {
 	if !tr.suspect.Load() || !tr.suspect.CompareAndSwap(true, false) {
 		return tr, nil
 	}
+	// The attempt counts as a lookup even if it fails: while the
+	// nameservers cannot answer, suspectRoute must not have every failed
+	// send wait for them again.
+	tr.asked.Store(time.Now().UnixNano())
 	fresh, err := c.updateRoute(ctx, topic)
 	if err != nil {
 		c.log.WithFields(logrus.Fields{"topic": topic, "err": err}).Debug("route re-read failed; keeping the cached one")

@@ -60,21 +60,7 @@ type i5Event struct {
 // runIssue5Child plays scenario sc against the nameserver in the
 // environment until its stdin closes.
 func runIssue5Child(sc string) int {
-	rlog.SetLogLevel("error")
-	var mu sync.Mutex
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(e i5Event) {
-		if e.Ms == 0 {
-			e.Ms = time.Now().UnixMilli()
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(e)
-	}
-	fail := func(err error) int {
-		emit(i5Event{Ev: "error", Err: err.Error()})
-		return 1
-	}
+	emit, fail := childReport()
 	ns := primitive.NamesrvAddr{os.Getenv(envIssue5NS)}
 	topic, group := os.Getenv(envIssue5Topic), os.Getenv(envIssue5Group)
 
@@ -113,12 +99,8 @@ func runIssue5Child(sc string) int {
 	ctx := context.Background()
 	switch sc {
 	case "delay", "retry":
-		p, err := rocketmq.NewProducer(producer.WithNameServer(ns), producer.WithGroupName(group+"_p"),
-			producer.WithInstanceName(group+"_p"), producer.WithRetry(2))
+		p, err := startChildProducer(ns, group+"_p")
 		if err != nil {
-			return fail(err)
-		}
-		if err := p.Start(); err != nil {
 			return fail(err)
 		}
 		defer func() { _ = p.Shutdown() }()
@@ -184,12 +166,8 @@ func runIssue5Child(sc string) int {
 		if err := half("unknown2"); err != nil {
 			return fail(err)
 		}
-		np, err := rocketmq.NewProducer(producer.WithNameServer(ns), producer.WithGroupName(group+"_p"),
-			producer.WithInstanceName(group+"_p"), producer.WithRetry(2))
+		np, err := startChildProducer(ns, group+"_p")
 		if err != nil {
-			return fail(err)
-		}
-		if err := np.Start(); err != nil {
 			return fail(err)
 		}
 		defer func() { _ = np.Shutdown() }()
@@ -209,6 +187,42 @@ func runIssue5Child(sc string) int {
 	emit(i5Event{Ev: "done"})
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent is done
 	return 0
+}
+
+// childReport is a client child's report to its parent, JSON lines of
+// i5Event on stdout: emit writes one, stamped with the time unless it has
+// one; fail reports err and returns the child's exit code.
+func childReport() (emit func(i5Event), fail func(error) int) {
+	rlog.SetLogLevel("error")
+	var mu sync.Mutex
+	enc := json.NewEncoder(os.Stdout)
+	emit = func(e i5Event) {
+		if e.Ms == 0 {
+			e.Ms = time.Now().UnixMilli()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(e)
+	}
+	fail = func(err error) int {
+		emit(i5Event{Ev: "error", Err: err.Error()})
+		return 1
+	}
+	return emit, fail
+}
+
+// startChildProducer starts a child's producer of the official client,
+// its group and instance both named name.
+func startChildProducer(ns primitive.NamesrvAddr, name string) (rocketmq.Producer, error) {
+	p, err := rocketmq.NewProducer(producer.WithNameServer(ns), producer.WithGroupName(name),
+		producer.WithInstanceName(name), producer.WithRetry(2))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // i5Listener decides by body: commit, rollback, or unknown until checked.

@@ -14,15 +14,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
-	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,27 +62,11 @@ func sql92Message(topic string, i int) *primitive.Message {
 // sql92Expr, and when the parent writes "more" sends the rest; it reports
 // sent and received bodies as JSON lines (i5Event) until stdin closes.
 func runSQL92Child() int {
-	rlog.SetLogLevel("error")
-	var mu sync.Mutex
-	enc := json.NewEncoder(os.Stdout)
-	emit := func(e i5Event) {
-		e.Ms = time.Now().UnixMilli()
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(e)
-	}
-	fail := func(err error) int {
-		emit(i5Event{Ev: "error", Err: err.Error()})
-		return 1
-	}
+	emit, fail := childReport()
 	ns := primitive.NamesrvAddr{os.Getenv(envSQL92NS)}
 	topic, group := os.Getenv(envSQL92Topic), os.Getenv(envSQL92Group)
-	p, err := rocketmq.NewProducer(producer.WithNameServer(ns), producer.WithGroupName(group+"_p"),
-		producer.WithInstanceName(group+"_p"), producer.WithRetry(2))
+	p, err := startChildProducer(ns, group+"_p")
 	if err != nil {
-		return fail(err)
-	}
-	if err := p.Start(); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = p.Shutdown() }()

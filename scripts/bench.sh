@@ -242,7 +242,7 @@ run_case() {
 	echo 0 >"$SCRATCH/rss"
 	sample_rss "$broker_pid" "$SCRATCH/rss" &
 	sampler_pid=$!
-	if [[ "$PPROF" == 1 && "$name" != catchup-fill ]]; then
+	if [[ "$PPROF" == 1 && "$name" != catchup-fill && "$name" != replag-prep ]]; then
 		mkdir -p "$OUT/profiles"
 		local secs=$((DUR > 4 ? DUR - 2 : 2))
 		(sleep 2; curl -s -o "$OUT/profiles/$name.pprof" \
